@@ -1,0 +1,42 @@
+# Every target that runs code first makes sure .venv holds the project and everything it needs,
+# so `make demo` and `make test` work on a machine that has only python3.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# checkov pins versions that clash with apache-beam's, so it lives in a venv of its own.
+TOOLS := .venv-checkov
+TOOLS_STAMP := $(TOOLS)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test lint bench docs clean
+
+setup: $(STAMP) $(TOOLS_STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade uv
+	$(VENV)/bin/uv pip install --python $(PY) -e '.[all,test]'
+	touch $@
+
+$(TOOLS_STAMP):
+	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install -q --upgrade uv
+	$(TOOLS)/bin/uv pip install --python $(TOOLS)/bin/python 'checkov>=3.2,<4'
+	touch $@
+
+demo: $(STAMP)
+	$(PY) -m dew.pipelines.demo
+
+test: $(STAMP) $(TOOLS_STAMP)
+	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .hypothesis
