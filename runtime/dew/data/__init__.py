@@ -1,0 +1,38 @@
+"""dew.data: dataset specs, the Dataset their load gives, tokenizers, and saved data positions.
+
+`datasets.X(...).load(batch=)` turns a frozen spec into batch iterators. Importing this package
+registers every dataset kind and loads none of the heavy stacks (cv2, tensorflow, HF datasets,
+transformers, av, apache_beam, jax); a spec imports what it needs when it is used.
+"""
+
+from dew.data import position
+from dew.data.config import json_list_argument
+from dew.data.dataset import Checkpointable, Dataset, Reader
+from dew.data.partition import DataPartition
+from dew.data.ramp import Ramp, Stage, ramped
+from dew.data.records import Records
+from dew.data.registry import datasets
+from dew.data.spec import DatasetSpec, Loading, Tokenize
+from dew.data.stream import GlobalStream
+from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
+
+__all__ = [
+    "ByteTokenizer",
+    "Checkpointable",
+    "DataPartition",
+    "Dataset",
+    "DatasetSpec",
+    "GlobalStream",
+    "HFTokenizer",
+    "Loading",
+    "Ramp",
+    "Reader",
+    "Records",
+    "Stage",
+    "Tokenize",
+    "datasets",
+    "json_list_argument",
+    "position",
+    "ramped",
+    "tokenizer_for",
+]

@@ -1,0 +1,154 @@
+"""Dataset: the batch iterators a run trains and validates on."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from dew.data.order import OnePass, Order, ShuffledEpochs
+from dew.data.partition import DataPartition
+from dew.data.position import Position
+from dew.data.ramp import Ramp, Schedule
+from dew.data.spec import Loading
+from dew.data.stream import GlobalReader, ShareReader
+
+if TYPE_CHECKING:
+    import grain
+
+# Opens a fresh iterator over the share a partition names; the caller owns it and closes it.
+Reader = Callable[[DataPartition], Iterator[Any]]
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """A stream that can say where it stopped and be put back there (dew.data.position parses the state)."""
+
+    def get_state(self) -> Position: ...
+
+    def set_state(self, state: Position) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """Opens the batches a run trains and validates on.
+
+    `train(partition)` is an endless shuffled stream; `val(partition)` one pass over the held-out
+    records in a fixed order that ends by itself, or None when nothing is held out. Both read the
+    share of each global batch that the partition names. `batch` is the global batch (the one a ramp
+    ends at), `records` the training records of one pass.
+    """
+
+    train: Reader
+    val: Reader | None
+    records: int | None
+    batch: int
+    ramp: Ramp | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.batch, int) or self.batch < 1:
+            raise ValueError(f"batch must be a positive int, got {self.batch!r}")
+        if self.records is not None and self.records < 0:
+            raise ValueError(f"records must be non-negative, got {self.records}")
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps in one pass over the training records."""
+        return self.epoch_steps(1)
+
+    def epoch_steps(self, epochs: int = 1) -> int:
+        """Steps that `epochs` passes over the training records take (more under a batch ramp)."""
+        if self.records is None:
+            raise ValueError("this stream has no record count, so it has no epoch: give the run's length in steps")
+        total = self.records * epochs
+        if self.ramp is not None:
+            return self.ramp.steps_for(total, self.batch)
+        return -(-total // self.batch)
+
+    @classmethod
+    def from_grain(
+        cls,
+        train: grain.MapDataset | Callable[[DataPartition], grain.IterDataset],
+        *,
+        batch: int,
+        validation: grain.MapDataset | Callable[[DataPartition], grain.IterDataset] | None = None,
+        records: int | None = None,
+        loading: Loading | None = None,
+    ) -> Dataset:
+        """A run over Grain pipelines the caller built; order, shuffle and record transforms are theirs.
+
+        A MapDataset is read by index, so it gets the stream every spec gets: repeated for ever, cut
+        into the reader's share, whole batches only, and saved as one global record count (shuffle it
+        yourself; the stream adds no shuffle of its own). A function from a partition to that share's
+        IterDataset is batched where it is and saves Grain's own iterator state, which resumes only on
+        a reader of the same share. records defaults to a MapDataset's length.
+        """
+        import grain
+
+        loading = loading or Loading()
+        if isinstance(train, grain.MapDataset) and records is None:
+            records = len(train)
+        return cls(
+            train=_grain_reader(train, batch, loading, endless=True),
+            val=None if validation is None else _grain_reader(validation, batch, loading, endless=False),
+            records=records,
+            batch=batch,
+        )
+
+
+class _InOrder(ShuffledEpochs):
+    """A caller's MapDataset repeated in its own order: their order is theirs to shuffle."""
+
+    def indices(self, ks: Any) -> Any:
+        return (ks + self.offset) % self.size
+
+    def describe(self) -> dict[str, Any]:
+        return {"order": "repeated", "source": super().describe()["source"]}
+
+
+def _grain_reader(ds: Any, batch: int, loading: Loading, *, endless: bool) -> Reader:
+    import grain
+
+    if isinstance(ds, grain.MapDataset):
+        if endless:
+            return GlobalReader(_InOrder(ds, seed=0), Schedule.flat(batch), loading)
+        return GlobalReader(OnePass(ds), Schedule.flat(batch), loading, steps=len(ds) // batch)
+    if callable(ds):
+        return ShareReader(ds, batch, loading, {"grain": getattr(ds, "__qualname__", type(ds).__name__)})
+    raise TypeError(f"from_grain takes a MapDataset or a function partition -> IterDataset, got {type(ds).__name__}")
+
+
+def global_dataset(
+    *,
+    train: Any,
+    val: Any | None,
+    batch: int,
+    seed: int,
+    loading: Loading,
+    val_batches: int | None,
+    order: Order | None = None,
+    records: int | None = None,
+) -> Dataset:
+    """What every indexed spec's load builds: a shuffled endless stream and a bounded validation pass.
+
+    `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
+    `val_batches` bounds the validation pass, None reading every whole batch of it.
+    """
+    train_order = order if order is not None else ShuffledEpochs(train, seed)
+    val_reader = None
+    if val is not None and len(val) and val_batches != 0:
+        steps = len(val) // batch
+        if val_batches is not None:
+            steps = min(steps, val_batches)
+        if steps == 0:
+            raise ValueError(
+                f"the validation split holds {len(val)} records, fewer than one global batch of {batch}; "
+                "lower the batch or hold out more (val_batches=0 holds nothing out)"
+            )
+        val_reader = GlobalReader(OnePass(val), Schedule.flat(batch), loading, steps=steps)
+    return Dataset(
+        train=GlobalReader(train_order, Schedule.flat(batch), loading),
+        val=val_reader,
+        records=records if records is not None else (len(train) if train is not None else None),
+        batch=batch,
+    )

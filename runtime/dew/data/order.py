@@ -1,0 +1,155 @@
+"""Global record orders: which source record global record k is, as pure index arithmetic.
+
+An order never buffers: record k of the stream is a function of k (and the seed), so a position is a
+record count and a resume at record 10**9 costs what a fresh start costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+from dew.data.position import describe
+from dew.data.records import describe_source, read_batch
+
+_MASK64 = (1 << 64) - 1
+_ROUNDS = 4
+
+
+def _mix64(value: int) -> int:
+    """splitmix64's finaliser: spreads a key into well-mixed 64 bits."""
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def _round_keys(*key: int) -> list[int]:
+    state = 0
+    for part in key:
+        state = _mix64(state ^ (part & _MASK64))
+    keys = []
+    for _ in range(_ROUNDS):
+        state = _mix64(state)
+        keys.append(state)
+    return keys
+
+
+def permute(positions: np.ndarray, size: int, *key: int) -> np.ndarray:
+    """A keyed bijection of [0, size): where each of `positions` lands in one shuffle of `size` items.
+
+    A balanced Feistel network over the smallest even power of two covering `size`, walked again for
+    values that land outside it (cycle walking), so it is a permutation of exactly [0, size). It is
+    vectorised over `positions` and needs no O(size) table, which keeps startup independent of corpus
+    size.
+    """
+    if size < 1:
+        raise ValueError(f"cannot shuffle {size} records")
+    positions = np.asarray(positions, dtype=np.uint64)
+    if size == 1:
+        return np.zeros_like(positions, dtype=np.int64)
+    half_bits = max(1, ((size - 1).bit_length() + 1) // 2)
+    mask = np.uint64((1 << half_bits) - 1)
+    shift = np.uint64(half_bits)
+    keys = [np.uint64(k) for k in _round_keys(*key)]
+    out = positions.copy()
+    todo = np.ones(out.shape, dtype=bool)
+    with np.errstate(over="ignore"):
+        while todo.any():
+            x = out[todo]
+            left, right = x >> shift, x & mask
+            for k in keys:
+                f = (right ^ k) * np.uint64(0x9E3779B97F4A7C15)
+                f = (f ^ (f >> np.uint64(29))) * np.uint64(0xBF58476D1CE4E5B9)
+                left, right = right, left ^ ((f >> np.uint64(32)) & mask)
+            out[todo] = (left << shift) | right
+            todo = out >= np.uint64(size)
+    return out.astype(np.int64)
+
+
+class Order(Protocol):
+    """A global order over records: `read(ks)` gives the batch of global records `ks`."""
+
+    def read(self, ks: np.ndarray) -> Any: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None: ...
+
+    def tokens(self, records: int) -> dict[str, int]: ...
+
+
+class BaseOrder:
+    """Shared behaviour: a resume must read the same thing, and no token counters by default."""
+
+    def describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
+        ours = self.describe()
+        if _canonical(saved) != _canonical(ours):
+            raise ValueError(
+                "the saved data position reads something else than this stream:\n"
+                f"  saved:  {describe(saved)}\n  stream: {describe(ours)}\n"
+                "resume with the data the checkpoint was written with, or start the data afresh"
+            )
+
+    def tokens(self, records: int) -> dict[str, int]:
+        return {}
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+class ShuffledEpochs(BaseOrder):
+    """The source repeated forever, each pass in its own seeded shuffle.
+
+    Global record k is pass k // n at position k % n, shuffled by a permutation keyed by (seed, pass).
+    """
+
+    def __init__(self, source: Any, seed: int, *, offset: int = 0) -> None:
+        self.source = source
+        self.size = len(source)
+        if self.size < 1:
+            raise ValueError(f"cannot train on an empty source: {describe(describe_source(source))}")
+        self.seed = seed
+        self.offset = offset
+
+    def indices(self, ks: np.ndarray) -> np.ndarray:
+        ks = np.asarray(ks, dtype=np.int64) + self.offset
+        epochs, within = np.divmod(ks, self.size)
+        out = np.empty_like(ks)
+        for epoch in np.unique(epochs):
+            hit = epochs == epoch
+            out[hit] = permute(within[hit], self.size, self.seed, int(epoch))
+        return out
+
+    def read(self, ks: np.ndarray) -> Any:
+        return read_batch(self.source, self.indices(ks))
+
+    def describe(self) -> dict[str, Any]:
+        return {"order": "shuffled-epochs", "seed": self.seed, "offset": self.offset,
+                "source": describe_source(self.source)}
+
+
+class OnePass(BaseOrder):
+    """The source once, in its own order: what a validation pass reads."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.size = len(source)
+
+    def read(self, ks: np.ndarray) -> Any:
+        ks = np.asarray(ks, dtype=np.int64)
+        if ks.size and int(ks.max()) >= self.size:
+            raise IndexError(f"record {int(ks.max())} is past the end of a {self.size}-record pass")
+        return read_batch(self.source, ks)
+
+    def describe(self) -> dict[str, Any]:
+        return {"order": "one-pass", "source": describe_source(self.source)}

@@ -1,0 +1,52 @@
+"""Which share of every global batch one process reads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, kw_only=False)
+class DataPartition:
+    """The `index`th of `count` equal, disjoint shares of every global batch.
+
+    A reader takes records index, index + count, index + 2·count, … of each global batch, so the shares
+    of one step together hold the same records at every count and a global record count is a place in
+    the stream whatever the count. `readers` processes read the same share (devices that split a
+    sequence or hold pipeline stages rather than rows); `reader` is which of them this one is.
+    """
+
+    index: int = 0
+    count: int = 1
+    readers: int = 1
+    reader: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("index", "count", "readers", "reader"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"DataPartition.{name} must be an int, got {value!r}")
+        if self.count < 1:
+            raise ValueError(f"DataPartition.count must be at least 1, got {self.count}")
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"DataPartition.index {self.index} is outside 0..{self.count - 1} (count={self.count})")
+        if self.readers < 1:
+            raise ValueError(f"DataPartition.readers must be at least 1, got {self.readers}")
+        if not 0 <= self.reader < self.readers:
+            raise ValueError(
+                f"DataPartition.reader {self.reader} is outside 0..{self.readers - 1} (readers={self.readers})"
+            )
+
+    def rows(self, batch: int) -> int:
+        """The rows of a `batch`-record global batch that this share holds.
+
+        A remainder would train on fewer records a step than the run reports, and a batch smaller than
+        the share count would leave some share empty, so both are refused.
+        """
+        if batch < self.count:
+            raise ValueError(f"global batch {batch} is smaller than the {self.count} shares reading it")
+        if batch % self.count:
+            raise ValueError(
+                f"global batch {batch} does not split into {self.count} equal shares; "
+                f"use a batch that is a multiple of {self.count}"
+            )
+        return batch // self.count

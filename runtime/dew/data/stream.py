@@ -1,0 +1,223 @@
+"""Batch iterators: the global stream every spec trains on, and a share's own Grain pipeline.
+
+The global stream turns a global record order into this share's rows of each step. Step s covers
+global records [first_s, first_s + batch_s); share i of c reads first_s + i, first_s + i + c, … . The
+work is one function of the step number, run by Grain (threads, and worker processes when
+Loading.workers > 0), and one whole batch at a time rather than one record at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from dew.data import position
+from dew.data.order import Order
+from dew.data.partition import DataPartition
+from dew.data.ramp import Schedule
+from dew.data.spec import Loading
+
+if TYPE_CHECKING:
+    import grain
+
+# grain imports jax when it is installed, so it loads when a stream first runs, not with dew.data.
+
+# The endless stream's step range: far past any run, and within what len() can hold.
+_ENDLESS = 1 << 62
+
+
+class _ShareRows:
+    """Step number → this share's rows of that step. Picklable, so Grain workers can run it."""
+
+    def __init__(self, order: Order, schedule: Schedule, partition: DataPartition) -> None:
+        self.order, self.schedule, self.partition = order, schedule, partition
+
+    def __call__(self, step: int) -> Any:
+        first, batch = self.schedule.step(step)
+        rows = self.partition.rows(batch)
+        ks = first + self.partition.index + self.partition.count * np.arange(rows, dtype=np.int64)
+        return self.order.read(ks)
+
+
+def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIterator:
+    import grain
+
+    prefetch = loading.prefetch_batches(rows)
+    read = grain.ReadOptions(num_threads=min(loading.threads, prefetch), prefetch_buffer_size=prefetch)
+    it = ds.to_iter_dataset(read)
+    if loading.workers:
+        it = it.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=loading.workers, per_worker_buffer_size=loading.worker_buffer)
+        )
+    return iter(it)
+
+
+class GlobalStream:
+    """One share's batches of a global order; its position is the global record count handed over.
+
+    get_state/set_state make it Checkpointable. A saved position resumes on any share count that
+    divides every step's batch, and is refused when it was saved over a different order.
+    """
+
+    def __init__(
+        self,
+        order: Order,
+        schedule: Schedule,
+        partition: DataPartition,
+        loading: Loading,
+        *,
+        steps: int | None = None,
+    ) -> None:
+        self.order, self.schedule, self.partition, self.loading = order, schedule, partition, loading
+        self.steps = steps
+        for stage in schedule.stages:
+            partition.rows(stage.batch)  # refuse a share count that does not divide a stage's batch
+        self._next_step = 0
+        self._iterator: grain.DatasetIterator | None = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise RuntimeError("this data iterator is closed")
+        if self.steps is not None and self._next_step >= self.steps:
+            raise StopIteration
+        if self._iterator is None:
+            import grain
+
+            stop = _ENDLESS if self.steps is None else self.steps
+            ds = grain.MapDataset.range(self._next_step, stop).map(
+                _ShareRows(self.order, self.schedule, self.partition)
+            )
+            rows = self.partition.rows(self.schedule.step(self._next_step)[1])
+            self._iterator = _run(ds, self.loading, rows)
+        batch = next(self._iterator)
+        self._next_step += 1
+        return batch
+
+    @property
+    def records(self) -> int:
+        """Global records handed over so far, by every share together."""
+        return self.schedule.step(self._next_step)[0]
+
+    def get_state(self) -> position.Position:
+        records = self.records
+        return position.GlobalPosition(records, self.order.describe(), self.order.tokens(records)).to_state()
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        saved = position.parse(state)
+        if isinstance(saved, position.SharePosition):
+            raise ValueError(
+                f"this stream's position is a global record count, but the saved one is share "
+                f"{saved.index} of {saved.count}'s own grain state over {position.describe(saved.reads)}"
+            )
+        self.order.check_resume(saved.reads, saved.records)
+        step = self.schedule.step_at(saved.records)
+        if self.steps is not None and step > self.steps:
+            raise ValueError(f"saved position at step {step} is past the end of this {self.steps}-step pass")
+        self._release()
+        self._next_step = step
+
+    def _release(self) -> None:
+        if self._iterator is not None:
+            self._iterator.close()
+            self._iterator = None
+
+    def close(self) -> None:
+        """Stops the readers (threads and worker processes) this iterator started. Idempotent."""
+        self._release()
+        self._closed = True
+
+    def __enter__(self) -> GlobalStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class GlobalReader:
+    """Opens a GlobalStream over one share; what Dataset.train and Dataset.val hold for every spec."""
+
+    order: Order
+    schedule: Schedule
+    loading: Loading
+    steps: int | None = None
+
+    def __call__(self, partition: DataPartition | None = None) -> GlobalStream:
+        return GlobalStream(self.order, self.schedule, partition or DataPartition(), self.loading, steps=self.steps)
+
+    def with_schedule(self, schedule: Schedule) -> GlobalReader:
+        return dataclasses.replace(self, schedule=schedule)
+
+
+class ShareStream:
+    """A share's own Grain iterator, batched where it is; its position is Grain's state for that share."""
+
+    def __init__(self, iterator: grain.DatasetIterator, partition: DataPartition, reads: Mapping[str, Any]):
+        self._iterator, self.partition, self.reads = iterator, partition, dict(reads)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._iterator)
+
+    def get_state(self) -> position.Position:
+        state = self._iterator.get_state()
+        return position.SharePosition(self.partition.index, self.partition.count, self.reads, state).to_state()
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        saved = position.parse(state)
+        if isinstance(saved, position.GlobalPosition):
+            raise ValueError(
+                "this stream batches its own share and keeps grain's state for it; a global record "
+                f"count ({saved.records} records of {position.describe(saved.reads)}) cannot place it"
+            )
+        if (saved.index, saved.count) != (self.partition.index, self.partition.count):
+            raise ValueError(
+                f"the saved position belongs to share {saved.index} of {saved.count}, this reader is share "
+                f"{self.partition.index} of {self.partition.count}; a share's own state resumes only there"
+            )
+        if dict(saved.reads) != self.reads:
+            raise ValueError(
+                f"the saved position reads {position.describe(saved.reads)}, "
+                f"this stream reads {position.describe(self.reads)}"
+            )
+        self._iterator.set_state(dict(saved.state))
+
+    def close(self) -> None:
+        self._iterator.close()
+
+    def __enter__(self) -> ShareStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareReader:
+    """Opens a share's own pipeline: `build(partition)` gives the IterDataset of that share's records."""
+
+    build: Callable[[DataPartition], grain.IterDataset]
+    batch: int
+    loading: Loading
+    reads: Mapping[str, Any]
+
+    def __call__(self, partition: DataPartition | None = None) -> ShareStream:
+        import grain
+
+        partition = partition or DataPartition()
+        ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
+        if self.loading.workers:
+            ds = ds.mp_prefetch(
+                grain.MultiprocessingOptions(
+                    num_workers=self.loading.workers, per_worker_buffer_size=self.loading.worker_buffer
+                )
+            )
+        return ShareStream(iter(ds), partition, self.reads)

@@ -1,0 +1,11 @@
+terraform {
+  required_version = ">= 1.5"
+
+  required_providers {
+    google = {
+      source = "hashicorp/google"
+      # The range every module under ../../modules accepts.
+      version = ">= 5.0, < 7.0"
+    }
+  }
+}

@@ -1,0 +1,73 @@
+"""Helpers shared by the test suites: reading a stream as global batches, and the resume check."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from dew.data import DataPartition, Reader
+
+
+def interleave(shares: Sequence[Any]) -> Any:
+    """The global batch whose rows i, i + c, … are share i's rows (the cut a DataPartition makes)."""
+    first = shares[0]
+    if isinstance(first, Mapping):
+        return {key: interleave([s[key] for s in shares]) for key in first}
+    if isinstance(first, list):
+        out = [None] * sum(len(s) for s in shares)
+        for i, share in enumerate(shares):
+            out[i :: len(shares)] = share
+        return out
+    arrays = [np.asarray(s) for s in shares]
+    out = np.empty((sum(len(a) for a in arrays), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
+    for i, array in enumerate(arrays):
+        out[i :: len(arrays)] = array
+    return out
+
+
+def read_global(
+    reader: Reader, count: int, steps: int, state: Mapping[str, Any] | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """`steps` global batches read by `count` shares (from `state` when given) and the state after."""
+    streams = [reader(DataPartition(index=i, count=count)) for i in range(count)]
+    try:
+        if state is not None:
+            for stream in streams:
+                stream.set_state(state)
+        batches = [interleave([next(s) for s in streams]) for _ in range(steps)]
+        states = [s.get_state() for s in streams]
+    finally:
+        for stream in streams:
+            stream.close()
+    assert all(s == states[0] for s in states), f"shares disagree on the position: {states}"
+    return batches, json.loads(json.dumps(states[0]))
+
+
+def assert_batches_equal(expected: Sequence[Any], actual: Sequence[Any]) -> None:
+    assert len(expected) == len(actual), f"{len(expected)} batches expected, got {len(actual)}"
+    for step, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        _assert_tree_equal(want, got, f"step {step}")
+
+
+def _assert_tree_equal(want: Any, got: Any, where: str) -> None:
+    if isinstance(want, Mapping):
+        assert isinstance(got, Mapping) and want.keys() == got.keys(), f"{where}: keys differ"
+        for key in want:
+            _assert_tree_equal(want[key], got[key], f"{where}[{key!r}]")
+    elif isinstance(want, list):
+        assert want == got, f"{where}: lists differ"
+    else:
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=where)
+
+
+def assert_resume_exact(
+    reader: Reader, *, steps: int, stop_at: int, count_before: int = 1, count_after: int = 1
+) -> None:
+    """A stream stopped after `stop_at` steps on `count_before` shares, saved as JSON and resumed on
+    `count_after` shares, yields exactly the global batches of one uninterrupted single-reader run."""
+    full, _ = read_global(reader, 1, steps)
+    head, state = read_global(reader, count_before, stop_at)
+    tail, _ = read_global(reader, count_after, steps - stop_at, state)
+    assert_batches_equal(full, head + tail)
