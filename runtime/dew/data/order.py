@@ -134,8 +134,12 @@ class ShuffledEpochs(BaseOrder):
         return read_batch(self.source, self.indices(ks))
 
     def describe(self) -> dict[str, Any]:
-        return {"order": "shuffled-epochs", "seed": self.seed, "offset": self.offset,
-                "source": describe_source(self.source)}
+        return {
+            "order": "shuffled-epochs",
+            "seed": self.seed,
+            "offset": self.offset,
+            "source": describe_source(self.source),
+        }
 
 
 class OnePass(BaseOrder):

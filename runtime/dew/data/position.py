@@ -62,9 +62,7 @@ def parse(state: Mapping[str, Any]) -> GlobalPosition | SharePosition:
                 raise ValueError(f"records must be a non-negative int, got {records!r}")
             return GlobalPosition(records=records, reads=state["reads"], tokens=state.get("tokens", {}))
         if kind == SHARE:
-            return SharePosition(
-                index=state["index"], count=state["count"], reads=state["reads"], state=state["state"]
-            )
+            return SharePosition(index=state["index"], count=state["count"], reads=state["reads"], state=state["state"])
     except KeyError as missing:
         raise ValueError(f"data position of kind {kind!r} lacks the field {missing}") from None
     raise ValueError(f"not a dew data position: kind={kind!r} (expected {GLOBAL!r} or {SHARE!r})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import itertools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class Schedule:
             raise ValueError("a batch schedule starts with a stage at record 0")
         self.stages = stages
         self._first_steps = [0]
-        for prev, nxt in zip(stages, stages[1:], strict=False):
+        for prev, nxt in itertools.pairwise(stages):
             span = nxt.records - prev.records
             if span % prev.batch:
                 raise ValueError(f"stage at record {prev.records} does not hold whole batches of {prev.batch}")
