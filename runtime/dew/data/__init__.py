@@ -9,6 +9,7 @@ from dew.data import position
 from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader
 from dew.data.partition import DataPartition
+from dew.data.preference import IDS_KEY, MASK_KEY, PreferencePairs
 from dew.data.ramp import Ramp, Stage, ramped
 from dew.data.records import Records
 from dew.data.registry import datasets
@@ -17,6 +18,8 @@ from dew.data.stream import GlobalStream
 from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
 
 __all__ = [
+    "IDS_KEY",
+    "MASK_KEY",
     "ByteTokenizer",
     "Checkpointable",
     "DataPartition",
@@ -25,6 +28,7 @@ __all__ = [
     "GlobalStream",
     "HFTokenizer",
     "Loading",
+    "PreferencePairs",
     "Ramp",
     "Reader",
     "Records",
