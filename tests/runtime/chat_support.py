@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 CHATML = (
     "{%- if tools -%}"
     "{{- '<|im_start|>system\\n' -}}"
@@ -66,3 +68,9 @@ def save_chat_tokenizer(directory: str | os.PathLike[str], *, vocab_size: int = 
     )
     tokenizer.save_pretrained(os.fspath(directory))
     return os.fspath(directory)
+
+
+@pytest.fixture(scope="session")
+def chat_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A directory holding the tiny ChatML tokenizer, trained once per test session."""
+    return save_chat_tokenizer(tmp_path_factory.mktemp("chat-tokenizer"))

@@ -10,6 +10,7 @@ from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader
 from dew.data.partition import DataPartition
 from dew.data.preference import IDS_KEY, MASK_KEY, PreferencePairs
+from dew.data.prompts import Prompts
 from dew.data.ramp import Ramp, Stage, ramped
 from dew.data.records import Records
 from dew.data.registry import datasets
@@ -29,6 +30,7 @@ __all__ = [
     "HFTokenizer",
     "Loading",
     "PreferencePairs",
+    "Prompts",
     "Ramp",
     "Reader",
     "Records",

@@ -86,6 +86,13 @@ class HFTokenizer:
     def decode(self, ids: ArrayLike | Sequence[int]) -> str:
         return self.tokenizer.decode(np.asarray(ids).tolist())
 
+    def apply_chat_template(self, conversation: Sequence[Any], **options: Any) -> Any:
+        """The tokenizer's own chat template over `conversation`, with transformers' options unchanged.
+
+        tools=, add_generation_prompt=, tokenize= and template switches such as enable_thinking= pass through.
+        """
+        return self.tokenizer.apply_chat_template(list(conversation), **options)
+
     def save_pretrained(self, directory: str | os.PathLike[str]) -> None:
         """Writes the tokenizer's own files (tokenizer.json, tokenizer_config.json, vocabulary)."""
         self.tokenizer.save_pretrained(os.fspath(directory))

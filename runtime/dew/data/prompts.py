@@ -1,0 +1,181 @@
+"""Prompts: RL prompts in the verl layout, rendered with the chat template, with their reward context."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from dew.data.registry import datasets
+from dew.data.rows import Ragged, check_source, json_rows, read_table, where
+from dew.data.spec import DatasetSpec, Tokenize
+
+if TYPE_CHECKING:
+    from dew.data.dataset import Dataset
+    from dew.data.templates import ChatTemplate
+
+REQUIRED = ("data_source", "prompt", "reward_model")
+OPTIONAL = ("ability", "extra_info", "tools")
+# Columns whose fields a reward function reads; each field becomes its own batch key.
+NESTED = ("reward_model", "extra_info")
+
+
+def as_bytes(value: Any) -> bytes:
+    """A reward field as bytes: text as its UTF-8, anything else (numbers, lists) as its JSON text."""
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode("utf-8")
+
+
+def reward_columns(rows: Sequence[Mapping[str, Any]], path: str | None) -> dict[str, np.ndarray]:
+    """data_source, ability and every field of reward_model and extra_info, as [rows] object arrays of bytes."""
+    columns: dict[str, list[bytes]] = {}
+    for name in ("data_source", "ability"):
+        if any(name in row for row in rows):
+            columns[name] = [as_bytes(row.get(name)) for row in rows]
+    for name in NESTED:
+        keys: dict[str, None] = {}
+        for i, row in enumerate(rows):
+            value = row.get(name)
+            if value is not None and not isinstance(value, Mapping):
+                raise ValueError(f"{where(path, i)}: {name} must be an object of fields, got {value!r:.60}")
+            keys.update(dict.fromkeys(value or {}))
+        for key in sorted(keys):
+            columns[f"{name}.{key}"] = [as_bytes((row.get(name) or {}).get(key)) for row in rows]
+    return {key: _objects(values) for key, values in columns.items()}
+
+
+def _objects(values: list[bytes]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+class PromptSource:
+    """Rendered prompts by index; a batch left-pads them and gathers their reward fields."""
+
+    def __init__(self, ids: Ragged, rewards: dict[str, np.ndarray], *, max_prompt_len: int, pad_id: int) -> None:
+        self.ids, self.rewards = ids, rewards
+        self.max_prompt_len, self.pad_id = max_prompt_len, pad_id
+
+    @classmethod
+    def read(
+        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, max_prompt_len: int, pad_id: int
+    ) -> PromptSource:
+        from dew.data.templates import messages_of, tools_of
+
+        rows = read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(records, REQUIRED)
+        wheres = [where(path, i) for i in range(len(rows))]
+        conversations = [messages_of(row["prompt"], at, "prompt") for row, at in zip(rows, wheres, strict=True)]
+        tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
+        ids = Ragged.from_lists(template.prompts(conversations, tools, wheres), name="prompt", path=path)
+        over = np.flatnonzero(ids.lengths > max_prompt_len)
+        if over.size:
+            row = int(over[0])
+            raise ValueError(
+                f"{wheres[row]}: the rendered prompt is {int(ids.lengths[row])} tokens, more than "
+                f"max_prompt_len={max_prompt_len}; {over.size} of {len(rows)} prompts are too long: "
+                "raise max_prompt_len or filter them out"
+            )
+        return cls(ids, reward_columns(rows, path), max_prompt_len=max_prompt_len, pad_id=pad_id)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        batch = self.read_batch(np.array([index]))
+        return {key: value[0] for key, value in batch.items()}
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        indices = np.asarray(indices, dtype=np.int64)
+        prompt = np.full((len(indices), self.max_prompt_len), self.pad_id, dtype=np.int32)
+        self.ids.scatter(indices, prompt, right=True)
+        batch = {"prompt": prompt, "prompt_length": self.ids.lengths[indices].astype(np.int32)}
+        batch.update({key: column[indices] for key, column in self.rewards.items()})
+        return batch
+
+    def describe(self) -> dict[str, Any]:
+        rewards = hashlib.sha256()
+        for key in sorted(self.rewards):
+            rewards.update(key.encode() + b"\0")
+            for value in self.rewards[key]:
+                rewards.update(len(value).to_bytes(8, "little") + value)
+        return {
+            "type": "prompts",
+            "rows": len(self),
+            "max_prompt_len": self.max_prompt_len,
+            "pad_id": self.pad_id,
+            "sha256": [self.ids.digest(), rewards.hexdigest()],
+        }
+
+
+@datasets("prompts")
+@dataclasses.dataclass(frozen=True)
+class Prompts(DatasetSpec):
+    """Prompts for RL rollouts, with what the reward function needs to score each one.
+
+    path is a parquet file in verl's layout: data_source, prompt (a list of {role, content} messages),
+    reward_model ({style, ground_truth}) and optionally ability and extra_info. records are the same rows
+    as JSON objects, for tests and small sweeps. Exactly one of the two is set.
+
+    Each prompt is rendered by tokenizer's chat template with the generation header, so a policy continues
+    it as the assistant. A batch holds "prompt", int32 [B, max_prompt_len] left-padded with pad_id, and
+    "prompt_length", int32 [B] real tokens. The reward context rides along as [B] numpy object arrays of
+    bytes, one key per field: "data_source", "ability", and "reward_model.<field>" and "extra_info.<field>"
+    for every field those hold. A text field is its UTF-8; a number, list or object its JSON text; a field a
+    row lacks is b"". These are host-side values for the reward function, never for the device.
+
+    An optional tools column holds tool schemas, as a list or as its JSON text; they are rendered into the
+    prompt by the template and never copied into the batch. thinking sets the template's enable_thinking
+    (Qwen3's switch); None leaves it undefined, so the template's default holds. A prompt rendered longer
+    than max_prompt_len is refused at load, by row.
+
+    The training stream reshuffles every prompt each epoch and saves a global prompt count, so it resumes
+    on any process count the batch divides. val_path is a second parquet file read in order as one pass of
+    at most val_batches batches (None reads all); without it there is no validation.
+    """
+
+    tokenizer: str
+    path: str | None = None
+    records: tuple[str, ...] = ()
+    val_path: str | None = None
+    max_prompt_len: int = 128
+    pad_id: int = 0
+    val_batches: int | None = 4
+    thinking: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tokenizer:
+            raise ValueError("Prompts needs tokenizer=: an HF tokenizer name or directory with a chat template")
+        check_source(type(self).__name__, self.path, self.records)
+        if self.max_prompt_len < 1:
+            raise ValueError(f"max_prompt_len must be positive, got {self.max_prompt_len}")
+        if self.pad_id < 0:
+            raise ValueError(f"pad_id must be a token id (non-negative), got {self.pad_id}")
+        if self.val_batches is not None and self.val_batches < 0:
+            raise ValueError(f"val_batches must be non-negative or None, got {self.val_batches}")
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        from dew.data.dataset import global_dataset
+        from dew.data.templates import ChatTemplate
+
+        self.uncaptioned(tokenize)
+        template = ChatTemplate(self.tokenizer, thinking=self.thinking)
+        shape = {"max_prompt_len": self.max_prompt_len, "pad_id": self.pad_id}
+        train = PromptSource.read(template, self.path, self.records, **shape)
+        val = None if self.val_path is None else PromptSource.read(template, self.val_path, (), **shape)
+        if val is not None and val.rewards.keys() != train.rewards.keys():
+            raise ValueError(
+                f"{self.val_path} carries reward fields {sorted(val.rewards)}, the training rows "
+                f"{sorted(train.rewards)}; one reward function reads both, so they must match"
+            )
+        return global_dataset(
+            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
+        )
