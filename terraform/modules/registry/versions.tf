@@ -4,8 +4,8 @@ terraform {
   required_providers {
     google = {
       source = "hashicorp/google"
-      # 5.0 is the first release whose labels and IAM arguments behave the way this module
-      # writes them; 7.0 is the next major and may remove or rename arguments used here.
+      # The arguments used here exist throughout 5.x and 6.x; 7.0, the next major release, may
+      # remove or rename some of them, so it must be adopted deliberately.
       version = ">= 5.0, < 7.0"
     }
   }
