@@ -6,6 +6,7 @@ transformers, av, apache_beam, jax); a spec imports what it needs when it is use
 """
 
 from dew.data import position
+from dew.data.chat import ChatMessages, Role
 from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader
 from dew.data.partition import DataPartition
@@ -22,6 +23,7 @@ __all__ = [
     "IDS_KEY",
     "MASK_KEY",
     "ByteTokenizer",
+    "ChatMessages",
     "Checkpointable",
     "DataPartition",
     "Dataset",
@@ -34,6 +36,7 @@ __all__ = [
     "Ramp",
     "Reader",
     "Records",
+    "Role",
     "Stage",
     "Tokenize",
     "datasets",

@@ -1,0 +1,181 @@
+"""ChatMessages: conversations rendered with the tokenizer's chat template and packed into windows."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from dew.data.preference import MASK_KEY
+from dew.data.registry import datasets
+from dew.data.rows import Ragged, check_source, json_rows, read_table, where
+from dew.data.spec import DatasetSpec, Tokenize
+
+if TYPE_CHECKING:
+    from dew.data.dataset import Dataset
+    from dew.data.packing import PackingPlan
+    from dew.data.templates import ChatTemplate
+
+
+class Role(enum.IntEnum):
+    """Who wrote a token of a rendered conversation: the message it belongs to, or PAD for padding.
+
+    A message's tokens include what the template wraps it in (its header and end marker), and any
+    preamble the template writes before the first message belongs to that first message.
+    """
+
+    PAD = 0
+    SYSTEM = 1
+    USER = 2
+    ASSISTANT = 3
+    TOOL = 4
+
+
+def _role_codes(messages: list[dict[str, Any]]) -> np.ndarray:
+    return np.array([Role[message["role"].upper()] for message in messages], dtype=np.int32)
+
+
+class ChatWindows:
+    """seq_len + 1 windows of packed conversations by index, each cut from the plan in a few numpy calls."""
+
+    def __init__(self, ids: Ragged, roles: Ragged, completion: Ragged, plan: PackingPlan, *, pad_id: int) -> None:
+        self.ids, self.roles, self.completion, self.plan, self.pad_id = ids, roles, completion, plan, pad_id
+
+    @classmethod
+    def read(
+        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, window: int, bins: int, pad_id: int
+    ) -> ChatWindows:
+        from dew.data.packing import plan_packing
+        from dew.data.templates import messages_of, tools_of
+
+        if path is not None:
+            rows = read_table(path, ("messages",), ("tools",)).to_pylist()
+        else:
+            rows = json_rows(records, ("messages",))
+        wheres = [where(path, i) for i in range(len(rows))]
+        conversations = [messages_of(row["messages"], at) for row, at in zip(rows, wheres, strict=True)]
+        tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
+        rendered = template.conversations(conversations, tools, wheres)
+        offsets = np.zeros(len(rendered) + 1, dtype=np.int64)
+        np.cumsum([len(r.ids) for r in rendered], out=offsets[1:])
+
+        def ragged(parts: list[np.ndarray]) -> Ragged:
+            values = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+            return Ragged(values, offsets)
+
+        ids = ragged([r.ids for r in rendered])
+        roles = ragged([_role_codes(m)[r.message] for m, r in zip(conversations, rendered, strict=True)])
+        completion = ragged([r.completion for r in rendered])
+        return cls(ids, roles, completion, plan_packing(ids.lengths, window, bins), pad_id=pad_id)
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        batch = self.read_batch(np.array([index]))
+        return {key: value[0] for key, value in batch.items()}
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        plan = self.plan
+        indices = np.asarray(indices, dtype=np.int64)
+        first, counts = plan.offsets[indices], plan.offsets[indices + 1] - plan.offsets[indices]
+        # Every piece of the batch's windows, in window order, and the batch row each one lands in.
+        rank = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        pieces = np.repeat(first, counts) + rank
+        row = np.repeat(np.arange(len(indices)), counts)
+        lengths = plan.lengths[pieces]
+        # Where each piece starts in its window: the lengths of the pieces placed before it there.
+        before = np.cumsum(lengths) - lengths
+        column = before - np.repeat(before[np.cumsum(counts) - counts], counts)
+        within = np.arange(int(lengths.sum())) - np.repeat(before, lengths)
+        token_row = np.repeat(row, lengths)
+        token_column = np.repeat(column, lengths) + within
+        offset_in_doc = np.repeat(plan.starts[pieces], lengths) + within
+        source = np.repeat(self.ids.offsets[plan.documents[pieces]], lengths) + offset_in_doc
+
+        shape = (len(indices), plan.window)
+        batch = {
+            "text": np.full(shape, self.pad_id, dtype=np.int32),
+            "text_segment_ids": np.zeros(shape, dtype=np.int32),
+            "text_positions": np.zeros(shape, dtype=np.int32),
+            MASK_KEY: np.zeros(shape, dtype=np.int32),
+            "roles": np.zeros(shape, dtype=np.int32),
+        }
+        at = (token_row, token_column)
+        batch["text"][at] = self.ids.values[source]
+        batch["text_segment_ids"][at] = np.repeat(rank + 1, lengths)
+        batch["text_positions"][at] = offset_in_doc
+        batch[MASK_KEY][at] = self.completion.values[source]
+        batch["roles"][at] = self.roles.values[source]
+        return batch
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "type": "chat_messages",
+            "conversations": len(self.ids),
+            "windows": len(self),
+            "window": self.plan.window,
+            "packing_bins": self.plan.bins,
+            "pad_id": self.pad_id,
+            "sha256": [self.ids.digest(), self.roles.digest(), self.completion.digest()],
+        }
+
+
+@datasets("chat_messages")
+@dataclasses.dataclass(frozen=True)
+class ChatMessages(DatasetSpec):
+    """Conversations for supervised fine-tuning, rendered with the tokenizer's chat template and packed.
+
+    path is a parquet file with a `messages` column (a list of {role, content} messages, roles system,
+    user, assistant and tool) and an optional `tools` column (tool schemas as a list or its JSON text);
+    records are the same rows as JSON objects. Exactly one of the two is set.
+
+    Each conversation is rendered whole, then packed with the other conversations into seq_len + 1 windows
+    by dew.data.packing's first-fit plan over packing_bins open windows, in file order; one longer than a
+    window is cut into window-sized pieces whose positions continue. A batch holds int32 [B, seq_len + 1]
+    arrays: "text" (ids, pad_id where empty), "text_segment_ids" (1, 2, ... per piece in the window, 0 on
+    padding), "text_positions" (the token's place in its conversation), MASK_KEY (1 on the assistant's own
+    text and end marker, 0 on headers, other roles and padding) and "roles" (a Role per token).
+
+    The assistant marks come from rendering prefixes of the conversation, so they are right for templates
+    without {% generation %} markers; a template that rewrites earlier turns when more follow is refused by
+    row. The training stream shuffles windows every epoch and saves a global window count, resuming on any
+    process count the batch divides. val_path is a second parquet file, packed by its own plan and read in
+    order as one pass of at most val_batches batches (None reads all); without it there is no validation.
+    """
+
+    tokenizer: str
+    path: str | None = None
+    records: tuple[str, ...] = ()
+    val_path: str | None = None
+    seq_len: int = 256
+    pad_id: int = 0
+    packing_bins: int = 8
+    val_batches: int | None = 4
+
+    def __post_init__(self) -> None:
+        if not self.tokenizer:
+            raise ValueError("ChatMessages needs tokenizer=: an HF tokenizer name or directory with a chat template")
+        check_source(type(self).__name__, self.path, self.records)
+        if self.seq_len < 1:
+            raise ValueError(f"seq_len must be positive, got {self.seq_len}")
+        if self.packing_bins < 1:
+            raise ValueError(f"packing_bins must be positive, got {self.packing_bins}")
+        if self.pad_id < 0:
+            raise ValueError(f"pad_id must be a token id (non-negative), got {self.pad_id}")
+        if self.val_batches is not None and self.val_batches < 0:
+            raise ValueError(f"val_batches must be non-negative or None, got {self.val_batches}")
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        from dew.data.dataset import global_dataset
+        from dew.data.templates import ChatTemplate
+
+        self.uncaptioned(tokenize)
+        template = ChatTemplate(self.tokenizer)
+        shape = {"window": self.seq_len + 1, "bins": self.packing_bins, "pad_id": self.pad_id}
+        train = ChatWindows.read(template, self.path, self.records, **shape)
+        val = None if self.val_path is None else ChatWindows.read(template, self.val_path, (), **shape)
+        return global_dataset(
+            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
+        )
