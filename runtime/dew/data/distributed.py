@@ -226,7 +226,7 @@ def _encode(batch: Any) -> bytes:
         if isinstance(node, list | tuple):
             kind = "list" if isinstance(node, list) else "tuple"
             return {kind: [describe(v, f"{where}[{i}]") for i, v in enumerate(node)]}
-        leaf = np.ascontiguousarray(node)
+        leaf = np.asarray(node)  # tobytes() writes C order whatever the layout; 0-d stays 0-d
         if leaf.dtype.hasobject:
             raise TypeError(f"{where} is an object array, which has no bytes to hand over; give it a fixed dtype")
         leaves.append(leaf)
