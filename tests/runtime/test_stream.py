@@ -5,12 +5,12 @@ from __future__ import annotations
 import grain
 import numpy as np
 import pytest
-from dew.data import DataPartition, Dataset, Loading, Ramp, ramped
-from dew.data.dataset import global_dataset
-from dew.data.order import ShuffledEpochs, permute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dew.data import DataPartition, Dataset, Loading, Ramp, ramped
+from dew.data.dataset import global_dataset
+from dew.data.order import ShuffledEpochs, permute
 from tests.support import assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
+
 from dew.data.position import describe
 from dew.data.records import describe_source, read_batch
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from dew.data import position
 from dew.data.order import Order
 from dew.data.partition import DataPartition
@@ -41,6 +42,16 @@ class _ShareRows:
         return self.order.read(ks)
 
 
+def _multiprocess(loading: Loading) -> grain.MultiprocessingOptions:
+    import grain
+    from absl import flags
+
+    # Grain's workers read absl flags; outside an absl app nobody parsed them, so take the defaults.
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    return grain.MultiprocessingOptions(num_workers=loading.workers, per_worker_buffer_size=loading.worker_buffer)
+
+
 def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIterator:
     import grain
 
@@ -48,9 +59,7 @@ def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIter
     read = grain.ReadOptions(num_threads=min(loading.threads, prefetch), prefetch_buffer_size=prefetch)
     it = ds.to_iter_dataset(read)
     if loading.workers:
-        it = it.mp_prefetch(
-            grain.MultiprocessingOptions(num_workers=loading.workers, per_worker_buffer_size=loading.worker_buffer)
-        )
+        it = it.mp_prefetch(_multiprocess(loading))
     return iter(it)
 
 
@@ -210,14 +219,9 @@ class ShareReader:
     reads: Mapping[str, Any]
 
     def __call__(self, partition: DataPartition | None = None) -> ShareStream:
-        import grain
 
         partition = partition or DataPartition()
         ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
         if self.loading.workers:
-            ds = ds.mp_prefetch(
-                grain.MultiprocessingOptions(
-                    num_workers=self.loading.workers, per_worker_buffer_size=self.loading.worker_buffer
-                )
-            )
+            ds = ds.mp_prefetch(_multiprocess(self.loading))
         return ShareStream(iter(ds), partition, self.reads)

@@ -1,0 +1,78 @@
+"""Iterators own what they start: after close no worker process, thread or shared memory of theirs remains."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from dew.data import DataPartition, Loading
+from dew.data.dataset import global_dataset
+
+
+def _shared_memory_of(processes: list[psutil.Process]) -> set[str]:
+    """The /dev/shm segments these processes map: ours, even while other programs use /dev/shm too."""
+    names = set()
+    for process in processes:
+        try:
+            names |= {m.path for m in process.memory_maps() if m.path.startswith("/dev/shm/")}
+        except psutil.Error:
+            continue
+    return names
+
+
+def _settled(check, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [0, 2])
+def test_close_leaves_no_process_thread_or_shared_memory(workers: int) -> None:
+    loading = Loading(workers=workers, threads=4, read_buffer=16, worker_buffer=2)
+    data = global_dataset(
+        train=np.arange(500, dtype=np.int64), val=None, batch=8, seed=0, loading=loading, val_batches=None
+    )
+    # Python's resource tracker and grain's shared-memory cleanup pool are process-wide singletons that
+    # the first multiprocess stream starts once; a warm-up run leaves them in the baseline.
+    with data.train(DataPartition()) as warm_up:
+        next(warm_up)
+    me = psutil.Process()
+    children, threads = set(me.children(recursive=True)), set(threading.enumerate())
+    stream = data.train(DataPartition())
+    first = [next(stream) for _ in range(5)]
+    assert all(len(b) == 8 for b in first)
+    ours = _shared_memory_of([me, *me.children(recursive=True)])
+    if workers:
+        assert set(me.children(recursive=True)) - children, "workers=2 should start worker processes"
+    stream.close()
+    # A batch from a worker lives in shared memory for as long as the caller holds it.
+    del first
+    gc.collect()
+    assert _settled(lambda: not (set(me.children(recursive=True)) - children), loading.stop_seconds)
+    assert _settled(lambda: not [t for t in set(threading.enumerate()) - threads if t.is_alive()], loading.stop_seconds)
+    assert _settled(lambda: not [path for path in ours if os.path.exists(path)], loading.stop_seconds)
+    with pytest.raises(RuntimeError, match="closed"):
+        next(stream)
+
+
+def test_workers_do_not_change_the_batches() -> None:
+    def batches(workers: int) -> list[np.ndarray]:
+        loading = Loading(workers=workers, threads=2, read_buffer=8, worker_buffer=1)
+        data = global_dataset(
+            train=np.arange(97, dtype=np.int64), val=None, batch=4, seed=9, loading=loading, val_batches=None
+        )
+        with data.train(DataPartition(index=1, count=2)) as stream:
+            return [next(stream) for _ in range(30)]
+
+    for serial, parallel in zip(batches(0), batches(2), strict=True):
+        np.testing.assert_array_equal(serial, parallel)
