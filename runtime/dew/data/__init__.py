@@ -12,6 +12,9 @@ from dew.data.dataset import Checkpointable, Dataset, Reader
 from dew.data.partition import DataPartition
 from dew.data.preference import IDS_KEY, MASK_KEY, PreferencePairs
 from dew.data.prompts import Prompts
+from dew.data.providers.hf_options import HFOptions
+from dew.data.providers.hf_source import HFDatasetSource
+from dew.data.providers.hub import HubDataset
 from dew.data.ramp import Ramp, Stage, ramped
 from dew.data.records import Records
 from dew.data.registry import datasets
@@ -20,6 +23,9 @@ from dew.data.stream import GlobalStream
 from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
 
 __all__ = [
+    "HFDatasetSource",
+    "HFOptions",
+    "HubDataset",
     "IDS_KEY",
     "MASK_KEY",
     "ByteTokenizer",

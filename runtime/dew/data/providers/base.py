@@ -1,0 +1,128 @@
+"""What the hf and tfds kinds share: the fields a provider reads by, and the indexed load over them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from dew.data.dataset import Dataset, global_dataset
+from dew.data.providers.hooks import Preprocess, hook_name
+from dew.data.records import Records
+from dew.data.spec import DatasetSpec, Tokenize
+
+# One dataset by the provider's name for it, or several with the share of a step each fills.
+Named = str | Mapping[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderSpec(DatasetSpec):
+    """A split of a dataset another library prepared, read by index through `read(name, split)`.
+
+    `val_split` is read once in its own order as the validation pass, `val_batches` bounding it (None
+    reads every whole batch); `records` overrides the training records one pass holds, which is the
+    split's length otherwise. `preprocess` runs on every record before batching.
+    """
+
+    name: Named = ""
+    split: str = "train"
+    val_split: str | None = None
+    val_batches: int | None = None
+    records: int | None = None
+    preprocess: Preprocess | None = None
+
+    def __post_init__(self) -> None:
+        kind = type(self).__name__
+        if isinstance(self.name, Mapping):
+            if not self.name:
+                raise ValueError(f"{kind}.name is an empty mixture; name at least one dataset")
+            for key, weight in self.name.items():
+                if not isinstance(key, str) or not key:
+                    raise ValueError(f"{kind}.name: mixture keys are dataset names, got {key!r}")
+                if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+                    raise ValueError(f"{kind}.name: the weight of {key!r} must be a positive number, got {weight!r}")
+            object.__setattr__(self, "name", {k: float(v) for k, v in self.name.items()})
+        elif not isinstance(self.name, str):
+            raise TypeError(f"{kind}.name is a dataset name or a {{name: weight}} mixture, got {self.name!r}")
+        for field in ("split",) + (("val_split",) if self.val_split is not None else ()):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{kind}.{field} must be a split name, got {value!r}")
+        for field in ("val_batches", "records"):
+            value = getattr(self, field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{kind}.{field} must be None or a non-negative int, got {value!r}")
+        if self.preprocess is not None:
+            object.__setattr__(self, "preprocess", hook_name(self.preprocess))
+
+    def read(self, name: str, split: str) -> Records:
+        """Split `split` of the dataset `name`, read by index, with this spec's preprocess hook."""
+        raise NotImplementedError
+
+    def names(self) -> dict[str, float]:
+        """The datasets this spec reads with their weights; one dataset weighs 1."""
+        if isinstance(self.name, Mapping):
+            return dict(self.name)
+        if not self.name:
+            raise ValueError(f"{type(self).__name__}.name is empty: name the dataset to read")
+        return {self.name: 1.0}
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        self.uncaptioned(tokenize)
+        return self.indexed(batch, {name: self.read(name, self.split) for name in self.names()})
+
+    def indexed(self, batch: int, train: Mapping[str, Records]) -> Dataset:
+        """The shuffled endless stream over `train` (one source, or a mixture at this spec's weights)
+        and one pass over the validation split, both positioned by a global record count."""
+        names = self.names() if len(train) > 1 or isinstance(self.name, Mapping) else None
+        val = None
+        if self.val_split is not None and self.val_batches != 0:
+            val = {name: self.read(name, self.val_split) for name in train}
+        if names is None:
+            (source,) = train.values()
+            return global_dataset(
+                train=source,
+                val=None if val is None else next(iter(val.values())),
+                batch=batch,
+                seed=self.seed,
+                loading=self.loading,
+                val_batches=self.val_batches,
+                records=self.records,
+            )
+        return _mixed(self, batch, train, val, names)
+
+    def to_config(self) -> dict[str, Any]:
+        if self.preprocess is not None and not isinstance(self.preprocess, str):
+            raise TypeError(
+                f"{type(self).__name__}.preprocess is {self.preprocess!r}, which has no name to import it by, so "
+                "the spec has no config; pass a module-level function or its 'package.module:function' name"
+            )
+        return super().to_config()
+
+
+def _mixed(
+    spec: ProviderSpec,
+    batch: int,
+    train: Mapping[str, Records],
+    val: Mapping[str, Records] | None,
+    weights: Mapping[str, float],
+) -> Dataset:
+    """A weighted mixture: which dataset global record k comes from is index arithmetic (MixtureOrder),
+    so the position stays one global record count; validation mixes the val splits at the same weights,
+    each in its own order."""
+    from dew.data.mixture import Corpus, MixtureOrder, mixed_records
+
+    corpora = [Corpus(name, source, weights[name]) for name, source in train.items()]
+    held_out = None
+    if val is not None:
+        held_out = MixtureOrder([Corpus(name, source, weights[name]) for name, source in val.items()], seed=None)
+    return global_dataset(
+        train=None,
+        val=held_out,
+        batch=batch,
+        seed=spec.seed,
+        loading=spec.loading,
+        val_batches=spec.val_batches,
+        order=MixtureOrder(corpora, spec.seed),
+        records=spec.records if spec.records is not None else mixed_records(corpora),
+    )

@@ -1,0 +1,148 @@
+"""HFOptions: datasets.load_dataset's arguments as one typed value both HF routes call through."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datasets import DownloadConfig, DownloadMode, Features, VerificationMode
+    from datasets.utils.version import Version
+else:
+    # The config round-trip reads these annotations at run time; datasets is not imported for that.
+    DownloadConfig = DownloadMode = Features = VerificationMode = Version = object
+
+
+@dataclasses.dataclass(frozen=True)
+class HFOptions:
+    """The arguments of datasets.load_dataset, in the library's own types.
+
+    Both the Arrow route and the streamed route load through `load`, so what one forwards the other
+    forwards too. Every field is load_dataset's, under the library's name, except `config`: that is
+    load_dataset's `name`, which dew already uses for which dataset a spec reads. Enum values are kept
+    as their strings, which load_dataset accepts, so the options have a JSON form.
+    """
+
+    config: str | None = None
+    data_dir: str | None = None
+    data_files: str | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None
+    cache_dir: str | None = None
+    features: Features | None = None
+    download_config: DownloadConfig | None = None
+    download_mode: DownloadMode | str | None = None
+    verification_mode: VerificationMode | str | None = None
+    keep_in_memory: bool | None = None
+    save_infos: bool = False
+    revision: str | Version | None = None
+    token: str | bool | None = None
+    num_proc: int | None = None
+    # datasets hands this to fsspec, whose backends each declare their own options.
+    storage_options: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        # Lists from a JSON config and tuples from code must give equal options.
+        if self.data_files is not None and not isinstance(self.data_files, str):
+            if isinstance(self.data_files, Mapping):
+                set_(self, "data_files", {str(k): _files(v, f"data_files[{k!r}]") for k, v in self.data_files.items()})
+            else:
+                set_(self, "data_files", _files(self.data_files, "data_files"))
+        for name in ("download_mode", "verification_mode"):
+            value = getattr(self, name)
+            if isinstance(value, enum.Enum):
+                set_(self, name, value.value)
+        if self.revision is not None and not isinstance(self.revision, str):
+            set_(self, "revision", str(self.revision))
+        if self.storage_options is not None:
+            if not isinstance(self.storage_options, Mapping):
+                raise TypeError(f"HFOptions.storage_options is a mapping, got {type(self.storage_options).__name__}")
+            set_(self, "storage_options", dict(self.storage_options))
+        if self.num_proc is not None and (not isinstance(self.num_proc, int) or self.num_proc < 1):
+            raise ValueError(f"HFOptions.num_proc must be a positive int, got {self.num_proc!r}")
+        if self.config is not None and not isinstance(self.config, str):
+            raise TypeError(f"HFOptions.config is load_dataset's name=, a str; got {self.config!r}")
+
+    def load(self, path: str, split: str, *, streaming: bool) -> Any:
+        """The split at `path`: datasets.Dataset, or datasets.IterableDataset when streaming.
+
+        load_dataset downloads a hub dataset and writes its Arrow cache on its own terms, or streams the
+        split as it reads. A directory written by save_to_disk is what load_dataset refuses to read, so
+        that one opens through load_from_disk (streamed through to_iterable_dataset).
+        """
+        import datasets
+
+        if saved_to_disk(path, self.storage_options):
+            return self._from_disk(path, split, streaming)
+        try:
+            return datasets.load_dataset(path, name=self.config, split=split, streaming=streaming, **self._forwarded())
+        except ValueError as error:
+            if "Unknown split" in str(error) or "Bad split" in str(error):
+                where = f"hf dataset {path!r} (config {self.config!r})"
+                raise ValueError(f"{where} has no split {split!r}: {error}") from None
+            raise
+
+    def _forwarded(self) -> dict[str, Any]:
+        names = [f.name for f in dataclasses.fields(self) if f.name != "config"]
+        forwarded = {name: getattr(self, name) for name in names}
+        # datasets resolves data_files as lists only; tuples here keep equal options equal.
+        files = self.data_files
+        if isinstance(files, tuple):
+            forwarded["data_files"] = list(files)
+        elif isinstance(files, Mapping):
+            forwarded["data_files"] = {k: list(v) if isinstance(v, tuple) else v for k, v in files.items()}
+        return forwarded
+
+    def _from_disk(self, path: str, split: str, streaming: bool) -> Any:
+        import datasets
+
+        loaded = datasets.load_from_disk(path, keep_in_memory=self.keep_in_memory, storage_options=self.storage_options)
+        base = split.split("[", 1)[0]
+        if isinstance(loaded, datasets.DatasetDict):
+            if base not in loaded:
+                raise ValueError(
+                    f"{path} (saved with save_to_disk) has no split {split!r}; its splits: {', '.join(loaded)}"
+                )
+            loaded = loaded[base]
+        elif base != str(loaded.split or "train"):
+            raise ValueError(f"{path} holds one saved split, {str(loaded.split or 'train')!r}, not {split!r}")
+        if base != split:  # a slice such as train[:10%], read as load_dataset reads one
+            loaded = loaded.select(range(len(loaded))[_slice(split, len(loaded))])
+        return loaded.to_iterable_dataset() if streaming else loaded
+
+
+def saved_to_disk(path: str, storage_options: Mapping[str, Any] | None = None) -> bool:
+    """Whether `path` is a directory save_to_disk wrote (a Dataset or a DatasetDict)."""
+    markers = ("dataset_dict.json", "state.json")
+    if "://" not in path:
+        return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, m)) for m in markers)
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    return any(fs.isfile(f"{root.rstrip('/')}/{m}") for m in markers)
+
+
+def _files(value: Any, where: str) -> str | tuple[str, ...]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError(f"HFOptions.{where} is a path or a list of paths, got {value!r}")
+
+
+def _slice(split: str, size: int) -> slice:
+    """train[a:b] or train[a%:b%] as a slice of `size` rows."""
+    inner = split[split.index("[") + 1 : split.rindex("]")]
+    start, _, stop = inner.partition(":")
+
+    def bound(text: str) -> int | None:
+        text = text.strip()
+        if not text:
+            return None
+        if text.endswith("%"):
+            return round(size * int(text[:-1]) / 100)
+        return int(text)
+
+    return slice(bound(start), bound(stop))

@@ -1,0 +1,92 @@
+"""HubDataset, registered as "hf": one Hugging Face split, Arrow-backed and read by index, or streamed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dew.data.dataset import Dataset
+from dew.data.providers.base import ProviderSpec
+from dew.data.providers.hf_options import HFOptions
+from dew.data.providers.hf_source import HFDatasetSource
+from dew.data.records import Records
+from dew.data.registry import datasets
+from dew.data.spec import Tokenize
+
+# The options a HubDataset forwards to datasets.load_dataset.
+HubOptions = HFOptions
+
+
+@datasets("hf")
+@dataclasses.dataclass(frozen=True)
+class HubDataset(ProviderSpec):
+    """Reads one Hugging Face split, Arrow-backed (by index) or streamed (as it comes).
+
+    `name` is what load_dataset takes as its path (a hub repo, a builder such as "json" or "parquet"
+    with options.data_files, a local directory) or a directory save_to_disk wrote. By index, the training
+    stream is a seeded shuffle of every epoch and its position one global record count, which resumes on
+    any share count. `streaming` reads the split as it comes instead: each share streams its own part
+    (datasets' split_dataset_by_node), `shuffle_buffer` is how many rows HF's buffered shuffle holds
+    (zero keeps file order), a pass has no length (so `records` is whatever the caller knows), and the
+    position is that share's own, which resumes only on a reader of the same share. A validation pass
+    is never shuffled.
+    """
+
+    streaming: bool = False
+    shuffle_buffer: int = 0
+    options: HubOptions = dataclasses.field(default_factory=HFOptions)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.options, HFOptions):
+            raise TypeError(
+                f"HubDataset.options is HFOptions, got {type(self.options).__name__}"
+                + (" (TFDSOptions belong to the tfds provider, PreparedTFDS)" if _is_tfds(self.options) else "")
+            )
+        if not isinstance(self.streaming, bool):
+            raise TypeError(f"HubDataset.streaming is a bool, got {self.streaming!r}")
+        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
+            raise ValueError(f"HubDataset.shuffle_buffer must be a non-negative int, got {self.shuffle_buffer!r}")
+        if self.shuffle_buffer and not self.streaming:
+            raise ValueError(
+                "HubDataset.shuffle_buffer sizes the shuffle of a streamed split; a split read by index is "
+                "shuffled by its seed alone: set streaming=True or drop shuffle_buffer"
+            )
+
+    def read(self, name: str, split: str) -> Records:
+        return HFDatasetSource(name, split, options=self.options, preprocess=self.preprocess)
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        self.uncaptioned(tokenize)
+        return self.rows(batch=batch, dataset=None)
+
+    def rows(self, *, batch: int, dataset: Any = None) -> Dataset:
+        """This spec's batches, over `dataset` when the caller already holds the split.
+
+        A table in memory has no JSON form, so it is an argument here and not a field; it stands for
+        `split` of `name`, and `val_split` still loads by name. An IterableDataset is streamed.
+        """
+        if dataset is None:
+            if self.streaming:
+                from dew.data.providers.hf_stream import streamed
+
+                return streamed(self, batch, None)
+            return self.indexed(batch, {name: self.read(name, self.split) for name in self.names()})
+        import datasets as hf
+
+        if not isinstance(self.name, str):
+            raise ValueError("dataset= is one split, so the spec names one dataset, not a mixture")
+        if self.val_split is not None and not self.name:
+            raise ValueError(f"val_split={self.val_split!r} loads by name, and this spec names none: set name=")
+        if isinstance(dataset, hf.IterableDataset):
+            from dew.data.providers.hf_stream import streamed
+
+            return streamed(self, batch, dataset)
+        if self.shuffle_buffer:
+            raise ValueError("shuffle_buffer sizes the shuffle of a streamed split; this one is read by index")
+        source = HFDatasetSource(split=self.split, dataset=dataset, options=self.options, preprocess=self.preprocess)
+        return self.indexed(batch, {self.name: source})
+
+
+def _is_tfds(options: Any) -> bool:
+    return type(options).__name__ == "TFDSOptions"
