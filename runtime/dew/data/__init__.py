@@ -9,34 +9,43 @@ from dew.data import position
 from dew.data.chat import ChatMessages, Role
 from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader
+from dew.data.mixture import Corpus, mixed_records, mixture
 from dew.data.partition import DataPartition
+from dew.data.phases import DataPhase
 from dew.data.preference import IDS_KEY, MASK_KEY, PreferencePairs
 from dew.data.prompts import Prompts
-from dew.data.providers.hf_options import HFOptions
-from dew.data.providers.hf_source import HFDatasetSource
-from dew.data.providers.hub import HubDataset
 from dew.data.ramp import Ramp, Stage, ramped
 from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import DatasetSpec, Loading, Tokenize
 from dew.data.stream import GlobalStream
 from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
+from dew.data.tokens import (
+    PackedTokens,
+    TokenBytes,
+    TokenColumn,
+    TokenDocumentSource,
+    TokenRecords,
+    TokenSource,
+    TokenWindows,
+    TokenWindowSource,
+)
 
 __all__ = [
-    "HFDatasetSource",
-    "HFOptions",
-    "HubDataset",
     "IDS_KEY",
     "MASK_KEY",
     "ByteTokenizer",
     "ChatMessages",
     "Checkpointable",
+    "Corpus",
     "DataPartition",
+    "DataPhase",
     "Dataset",
     "DatasetSpec",
     "GlobalStream",
     "HFTokenizer",
     "Loading",
+    "PackedTokens",
     "PreferencePairs",
     "Prompts",
     "Ramp",
@@ -44,9 +53,18 @@ __all__ = [
     "Records",
     "Role",
     "Stage",
+    "TokenBytes",
+    "TokenColumn",
+    "TokenDocumentSource",
+    "TokenRecords",
+    "TokenSource",
+    "TokenWindowSource",
+    "TokenWindows",
     "Tokenize",
     "datasets",
     "json_list_argument",
+    "mixed_records",
+    "mixture",
     "position",
     "ramped",
     "tokenizer_for",

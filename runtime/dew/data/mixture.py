@@ -1,0 +1,299 @@
+"""Weighted mixtures of record sources, as one global order computed by index arithmetic.
+
+Which corpus global record k comes from is a function of k alone: the weights become exact integer
+proportions, one period of sum(weights) records is laid out once by a smooth weighted round robin
+(each record goes to the corpus furthest behind its share), and record k is period k // P, slot k % P.
+So a mixture's position is one global record count, restoring record 10**9 is arithmetic, and every
+prefix of the order holds each corpus's share to within one record. Nothing here is token-specific:
+any indexable source mixes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dew.data.order import BaseOrder, ShuffledEpochs
+from dew.data.position import describe
+from dew.data.records import Records, describe_source, read_batch
+
+if TYPE_CHECKING:
+    import grain
+
+# Weights reach integers at a hundredth of the smallest one, as grain's mix scales them.
+_PRECISION = 100
+_MAX_PERIOD = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Corpus:
+    """One corpus of a weighted mixture: its name, the records it reads, and its share of a step.
+
+    weight is a share of each step, not a record count, so a small corpus comes round again while a
+    large one is still on its first pass. offset is how many records of its endless training order
+    earlier phases of the run already read; it starts past them (0 for a run of one order).
+    """
+
+    name: str
+    source: Records
+    weight: float
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a corpus needs a non-empty name, got {self.name!r}")
+        weight = self.weight
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+            raise ValueError(f"corpus {self.name!r}: weight must be a positive number, got {weight!r}")
+        if not isinstance(self.offset, int) or self.offset < 0:
+            raise ValueError(f"corpus {self.name!r}: offset must be a non-negative int, got {self.offset!r}")
+        if len(self.source) < 1:
+            raise ValueError(f"corpus {self.name!r} holds no records: {describe(describe_source(self.source))}")
+
+
+def integer_weights(weights: Sequence[float]) -> tuple[int, ...]:
+    """The weights as the smallest integers in the same proportions, to a hundredth of the smallest."""
+    smallest = min(weights)
+    scaled = [max(1, round(_PRECISION * w / smallest)) for w in weights]
+    common = math.gcd(*scaled)
+    return tuple(s // common for s in scaled)
+
+
+def _layout(weights: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One period: (corpus of each slot, its rank within that corpus, counts before each slot [P + 1, C])."""
+    period = sum(weights)
+    if period > _MAX_PERIOD:
+        raise ValueError(
+            f"mixture weights {weights} need a period of {period} records (at most {_MAX_PERIOD}); "
+            "use weights closer together or rounder"
+        )
+    corpus = np.empty(period, dtype=np.int64)
+    counts = np.zeros((period + 1, len(weights)), dtype=np.int64)
+    taken = [0] * len(weights)
+    for slot in range(period):
+        # The corpus furthest behind its share of slot + 1 records; the lower index breaks ties.
+        behind = [(slot + 1) * w - taken[c] * period for c, w in enumerate(weights)]
+        chosen = behind.index(max(behind))
+        corpus[slot] = chosen
+        taken[chosen] += 1
+        counts[slot + 1] = taken
+    rank = counts[np.arange(period), corpus]
+    return corpus, rank, counts
+
+
+def _corpus_key(seed: int, name: str) -> int:
+    # Keyed by name, not position, so a corpus keeps its shuffle when phases reorder or add corpora.
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little")
+
+
+class MixtureOrder(BaseOrder):
+    """Corpora interleaved at their weights, as one global order over records.
+
+    With a seed every corpus repeats endlessly, each epoch in its own shuffle, and the order never
+    ends. Without one, each corpus is read once in its own order and the order ends before any corpus
+    would come round again; it is then also a Records source of that length (a validation pass).
+    """
+
+    def __init__(self, corpora: Sequence[Corpus], seed: int | None) -> None:
+        if not corpora:
+            raise ValueError("a mixture needs at least one corpus")
+        names = [c.name for c in corpora]
+        if len(set(names)) != len(names):
+            raise ValueError(f"corpus names must be distinct, got {names}")
+        self.corpora, self.seed = tuple(corpora), seed
+        self.weights = integer_weights([c.weight for c in corpora])
+        self.period = sum(self.weights)
+        self._corpus, self._rank, self._counts = _layout(self.weights)
+        self._orders = (
+            [ShuffledEpochs(c.source, _corpus_key(seed, c.name), offset=c.offset) for c in corpora]
+            if seed is not None
+            else None
+        )
+        self._length = None if seed is not None else self._pass_length()
+
+    def counts(self, records: int) -> np.ndarray:
+        """How many of the first `records` global records each corpus supplied."""
+        cycles, slot = divmod(records, self.period)
+        return cycles * np.array(self.weights, dtype=np.int64) + self._counts[slot]
+
+    def _first_reaching(self, targets: Sequence[int]) -> int:
+        """The fewest records in which every corpus c supplies at least targets[c]."""
+        weights, targets = np.array(self.weights, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+        # Fewer whole periods than this leave some corpus short even after one more partial period.
+        cycles = max(0, int(np.max(-(-targets // weights) - 1)))
+        reached = np.all(cycles * weights + self._counts >= targets, axis=1)
+        return cycles * self.period + int(np.argmax(reached))
+
+    def _pass_length(self) -> int:
+        """Records before any corpus would read past its end."""
+        weights = np.array(self.weights, dtype=np.int64)
+        sizes = np.array([len(c.source) - c.offset for c in self.corpora], dtype=np.int64)
+        if np.any(sizes < 1):
+            late = self.corpora[int(np.argmin(sizes))].name
+            raise ValueError(f"corpus {late!r}: its offset is past its end, so a one-pass mixture reads nothing")
+        cycles = int(np.min(sizes // weights))
+        fits = np.all(cycles * weights + self._counts <= sizes, axis=1)
+        return cycles * self.period + int(np.argmin(fits)) - 1
+
+    def locate(self, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(corpus, index into that corpus's source) of each global record in ks."""
+        ks = np.asarray(ks, dtype=np.int64)
+        cycles, slot = np.divmod(ks, self.period)
+        corpus = self._corpus[slot]
+        local = cycles * np.array(self.weights, dtype=np.int64)[corpus] + self._rank[slot]
+        index = np.empty_like(local)
+        for c in np.unique(corpus).tolist():
+            hit = corpus == c
+            if self._orders is not None:
+                index[hit] = self._orders[c].indices(local[hit])
+            else:
+                index[hit] = local[hit] + self.corpora[c].offset
+        return corpus, index
+
+    def read(self, ks: np.ndarray) -> Any:
+        ks = np.asarray(ks, dtype=np.int64)
+        if self._length is not None and ks.size and int(ks.max()) >= self._length:
+            raise IndexError(f"record {int(ks.max())} is past the end of a {self._length}-record mixture pass")
+        corpus, index = self.locate(ks)
+        present = np.unique(corpus).tolist()
+        if len(present) == 1:
+            return read_batch(self.corpora[present[0]].source, index)
+        parts = [(corpus == c, read_batch(self.corpora[c].source, index[corpus == c])) for c in present]
+        return _scatter(parts, len(ks))
+
+    # One-pass mixtures are Records too, so a validation pass reads them like any source.
+    def __len__(self) -> int:
+        if self._length is None:
+            return sys.maxsize
+        return self._length
+
+    def __getitem__(self, k: int) -> Any:
+        corpus, index = self.locate(np.array([k]))
+        return self.corpora[int(corpus[0])].source[int(index[0])]
+
+    def read_batch(self, ks: np.ndarray) -> Any:
+        return self.read(ks)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "order": "mixture",
+            "seed": self.seed,
+            "corpora": [
+                {"name": c.name, "weight": w, "offset": c.offset, "source": describe_source(c.source)}
+                for c, w in zip(self.corpora, self.weights, strict=True)
+            ],
+        }
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
+        if saved.get("order") == "mixture":
+            differences = mixture_changes(saved, self.describe())
+            if differences:
+                raise ValueError(
+                    "the saved data position reads another mixture than this stream: "
+                    + "; ".join(differences)
+                    + ". Resume with the mixture the checkpoint was written with, or add a DataPhase"
+                )
+        super().check_resume(saved, records)
+
+    def tokens(self, records: int) -> dict[str, int]:
+        """Tokens each corpus supplied to the first `records` records (sources that count them)."""
+        counts = self.counts(records)
+        return {
+            c.name: int(n) * c.source.record_tokens
+            for c, n in zip(self.corpora, counts.tolist(), strict=True)
+            if hasattr(c.source, "record_tokens")
+        }
+
+
+def mixture_changes(saved: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
+    """What differs between two mixture descriptions, corpus by corpus, by name."""
+    out = []
+    if saved.get("seed") != ours.get("seed"):
+        out.append(f"seed {saved.get('seed')} became {ours.get('seed')}")
+    before = {c["name"]: c for c in saved.get("corpora", [])}
+    after = {c["name"]: c for c in ours.get("corpora", [])}
+    out += [f"corpus {n!r} was dropped" for n in before if n not in after]
+    out += [f"corpus {n!r} was added" for n in after if n not in before]
+    for name in before.keys() & after.keys():
+        for field in ("weight", "offset", "source"):
+            if describe(before[name][field]) != describe(after[name][field]):
+                out.append(f"corpus {name!r} {field} {before[name][field]} became {after[name][field]}")
+    if not out and [c["name"] for c in saved.get("corpora", [])] != [c["name"] for c in ours.get("corpora", [])]:
+        out.append("the corpora are listed in another order")
+    return sorted(out)
+
+
+def _scatter(parts: list[tuple[np.ndarray, Any]], size: int) -> Any:
+    """One batch from per-corpus batches, each row put back where its mask says."""
+    first = parts[0][1]
+    if isinstance(first, Mapping):
+        return {key: _scatter([(mask, part[key]) for mask, part in parts], size) for key in first}
+    if isinstance(first, list):
+        out: list[Any] = [None] * size
+        for mask, part in parts:
+            for position, row in zip(np.flatnonzero(mask).tolist(), part, strict=True):
+                out[position] = row
+        return out
+    arrays = [(mask, np.asarray(part)) for mask, part in parts]
+    shapes = {a.shape[1:] for _, a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(f"the corpora of a mixture give records of different shapes {sorted(shapes)}")
+    out_array = np.empty((size, *arrays[0][1].shape[1:]), dtype=np.result_type(*(a.dtype for _, a in arrays)))
+    for mask, array in arrays:
+        out_array[mask] = array
+    return out_array
+
+
+def mixed_records(corpora: Sequence[Corpus]) -> int:
+    """Records of a mixture's pass: the fewest in which every corpus has been read at least once."""
+    order = MixtureOrder([dataclasses.replace(c, offset=0) for c in corpora], seed=0)
+    return order._first_reaching([len(c.source) for c in corpora])
+
+
+def mixture(corpora: Sequence[Corpus], seed: int | None) -> grain.MapDataset:
+    """The corpora read together at their weights, as a grain MapDataset over one global order.
+
+    With a seed it is endless (each corpus reshuffled per epoch and repeated before mixing); without
+    one it is one pass that stops before any corpus would come round again. `.order` is the
+    MixtureOrder behind it, which a Dataset's global stream reads a whole batch at a time.
+    """
+    return __getattr__("MixtureDataset")(MixtureOrder(corpora, seed))
+
+
+def _mixture_dataset_class() -> type:
+    import grain
+
+    class MixtureDataset(grain.MapDataset):
+        """A MixtureOrder as a grain MapDataset, record by record."""
+
+        def __init__(self, order: MixtureOrder) -> None:
+            super().__init__()
+            self.order = order
+
+        def __len__(self) -> int:
+            return len(self.order)
+
+        def __getitem__(self, index):  # type: ignore[override]
+            if isinstance(index, slice):
+                return self.slice(index)
+            return self.order[index]
+
+        def __str__(self) -> str:
+            return f"MixtureDataset({', '.join(c.name for c in self.order.corpora)})"
+
+    MixtureDataset.__module__, MixtureDataset.__qualname__ = __name__, "MixtureDataset"
+    return MixtureDataset
+
+
+def __getattr__(name: str) -> Any:
+    # grain (and jax under it) load only when a mixture dataset is first built or unpickled; the
+    # class then lives in this module under its own name, so pickles of it resolve.
+    if name == "MixtureDataset":
+        return globals().setdefault(name, _mixture_dataset_class())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

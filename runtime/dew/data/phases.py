@@ -1,0 +1,150 @@
+"""Data phases: what a run reads changing at step boundaries, every corpus continuing its own order.
+
+A phase is a mixture of corpora read until a global record count. Each corpus's shuffled order runs
+across the phases: a phase starts every corpus past the records earlier phases took from it, so no
+record repeats before its corpus's epoch ends. Which record global record k is stays arithmetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data.mixture import Corpus, MixtureOrder, mixture_changes
+from dew.data.order import BaseOrder
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPhase:
+    """One phase of a run's data: a corpus path or {path: weight} mixture, and the step it ends before.
+
+    until_step counts steps of the full batch from the run's start; the last phase has None and runs
+    on to the end.
+    """
+
+    path: str | Mapping[str, float]
+    until_step: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.path, str):
+            if not self.path:
+                raise ValueError("DataPhase.path is empty")
+        elif isinstance(self.path, Mapping):
+            if not self.path:
+                raise ValueError("DataPhase.path is an empty mixture")
+            for name, weight in self.path.items():
+                if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+                    raise ValueError(f"DataPhase.path[{name!r}]: weight must be a positive number, got {weight!r}")
+        else:
+            raise TypeError(f"DataPhase.path is a path or a {{path: weight}} mapping, got {self.path!r}")
+        step = self.until_step
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
+            raise ValueError(f"DataPhase.until_step must be a positive int or None, got {step!r}")
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {self.path: 1.0} if isinstance(self.path, str) else dict(self.path)
+
+
+def check_phases(phases: Sequence[DataPhase]) -> None:
+    """Steps rise strictly and only the last phase runs on."""
+    for i, phase in enumerate(phases):
+        last = i == len(phases) - 1
+        if last and phase.until_step is not None:
+            raise ValueError(f"phases[{i}] is the last phase, which runs to the end: its until_step must be None")
+        if not last and phase.until_step is None:
+            raise ValueError(f"phases[{i}] needs an until_step: only the last phase runs to the end")
+        if i and not last and phase.until_step <= phases[i - 1].until_step:
+            raise ValueError(
+                f"phases[{i}].until_step {phase.until_step} does not come after phases[{i - 1}]'s "
+                f"{phases[i - 1].until_step}"
+            )
+
+
+class PhasedOrder(BaseOrder):
+    """Mixtures read one after another, each until a global record count, the last running on.
+
+    `phases` are (until_records, corpora) with corpora at offset 0; the offsets that carry each
+    corpus's order over from earlier phases are worked out here, by name.
+    """
+
+    def __init__(self, phases: Sequence[tuple[int | None, Sequence[Corpus]]], seed: int) -> None:
+        if not phases:
+            raise ValueError("a phased order needs at least one phase")
+        taken: dict[str, int] = {}
+        self.orders: list[MixtureOrder] = []
+        self.bounds: list[int] = []  # each phase's first global record
+        start = 0
+        for i, (until, corpora) in enumerate(phases):
+            last = i == len(phases) - 1
+            if (until is None) != last or (until is not None and until <= start):
+                raise ValueError(f"phase {i} ends at record {until}, not after its start at {start}")
+            order = MixtureOrder([dataclasses.replace(c, offset=taken.get(c.name, 0)) for c in corpora], seed)
+            self.orders.append(order)
+            self.bounds.append(start)
+            if until is not None:
+                for corpus, count in zip(order.corpora, order.counts(until - start).tolist(), strict=True):
+                    taken[corpus.name] = taken.get(corpus.name, 0) + count
+                start = until
+        self.ends = [*self.bounds[1:], None]
+
+    def read(self, ks: np.ndarray) -> Any:
+        ks = np.asarray(ks, dtype=np.int64)
+        phase = np.searchsorted(np.array(self.bounds), ks, side="right") - 1
+        present = np.unique(phase).tolist()
+        if len(present) == 1:
+            p = present[0]
+            return self.orders[p].read(ks - self.bounds[p])
+        # A step across a phase boundary: read each side from its own mixture, rows back in place.
+        from dew.data.mixture import _scatter
+
+        parts = [(phase == p, self.orders[p].read(ks[phase == p] - self.bounds[p])) for p in present]
+        return _scatter(parts, len(ks))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "order": "phased",
+            "phases": [
+                {"until": end, "reads": order.describe()} for end, order in zip(self.ends, self.orders, strict=True)
+            ],
+        }
+
+    def tokens(self, records: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for start, end, order in zip(self.bounds, self.ends, self.orders, strict=True):
+            if start >= records:
+                break
+            for name, count in order.tokens(records - start if end is None else min(records, end) - start).items():
+                out[name] = out.get(name, 0) + count
+        return out
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
+        """Accepts phases appended, or the current phase's end moved past `records`; refuses the rest by name."""
+        if saved.get("order") == "mixture":
+            saved_phases = [{"until": None, "reads": saved}]
+        elif saved.get("order") == "phased":
+            saved_phases = list(saved.get("phases", []))
+        else:
+            super().check_resume(saved, records)
+            return
+        ours = self.describe()["phases"]
+        start = 0
+        for i, before in enumerate(saved_phases):
+            if start >= records:
+                break
+            if i >= len(ours):
+                raise ValueError(f"the checkpoint has read phase {i}, which this run's phases no longer hold")
+            changes = mixture_changes(before["reads"], ours[i]["reads"])
+            if changes:
+                raise ValueError(f"phase {i} of the checkpoint's data was changed: {'; '.join(changes)}")
+            end, now = before["until"], ours[i]["until"]
+            if end is not None and end <= records and now != end:
+                raise ValueError(f"phase {i} ended at record {end} in the checkpoint, and now ends at {now}")
+            if now is not None and now < records:
+                raise ValueError(f"phase {i} now ends at record {now}, before the checkpoint's record {records}")
+            if end is None:
+                break
+            start = end

@@ -1,0 +1,62 @@
+"""Opening a token corpus by path: a committed directory, or a single .bin/.array_record/.parquet file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from dew.data import formats
+from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
+
+_VALIDATION_SPLITS = ("val", "validation")
+
+
+def corpus_meta(path: str) -> formats.CorpusMeta | None:
+    """meta.json of a corpus directory; None for a single file (a directory must be committed)."""
+    return formats.read_meta(path) if os.path.isdir(path) else None
+
+
+def validation_split(path: str) -> str | None:
+    """The held-out split a committed corpus carries, if any."""
+    meta = corpus_meta(path)
+    if meta is None:
+        return None
+    return next((s for s in _VALIDATION_SPLITS if s in meta.splits), None)
+
+
+def open_tokens(path: str, *, split: str = "train", field: str | None = None) -> TokenSource:
+    """The token stream of `split` of a committed corpus directory, or of a single file, by its kind."""
+    meta = corpus_meta(path)
+    if meta is not None:
+        shards = meta.shards(split)
+        if not shards:
+            raise ValueError(f"{path}: split {split!r} holds no shards")
+        kinds = {formats.parse_shard_name(s.name)[3] for s in shards}
+        if len(kinds) != 1:
+            raise ValueError(f"{path}: split {split!r} mixes shard kinds {sorted(kinds)}")
+        kind = kinds.pop()
+        if kind == "bin":
+            return TokenBytes(path, split=split)
+        files = [formats.verify_shard(path, s) for s in shards]
+        if kind == "array_record":
+            return TokenRecords(files, field=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
+        return TokenColumn(files, column=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no token corpus at {path}")
+    sibling = formats.read_sibling_meta(path) or {}
+    dtype = np.dtype(sibling.get("dtype", "uint16"))
+    if path.endswith(".bin"):
+        return TokenBytes(path)
+    if path.endswith(".array_record"):
+        return TokenRecords([path], field=field, dtype=dtype, eos_id=sibling.get("eos_id"))
+    if path.endswith(".parquet"):
+        return TokenColumn([path], column=field, dtype=dtype, eos_id=sibling.get("eos_id"))
+    raise ValueError(f"{path}: a token corpus is a committed directory or a .bin, .array_record or .parquet file")
+
+
+def check_one_tokenizer(paths: list[str]) -> None:
+    """Refuses a mixture whose corpora were tokenized differently, by their meta.json."""
+    metas: Mapping[str, formats.CorpusMeta] = {p: m for p in paths if (m := corpus_meta(p)) is not None}
+    formats.check_same_tokenizer(metas)

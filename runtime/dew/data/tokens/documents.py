@@ -1,0 +1,127 @@
+"""Documents over a token stream, and windows packed from them by a PackingPlan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dew.data.packing import PackingPlan, document_ends
+from dew.data.records import describe_source
+from dew.data.tokens.sources import TokenSource
+
+
+class TokenDocumentSource:
+    """Record i is document i of a token stream: the ids after the previous eos through its own.
+
+    The tail after the last eos is a document too, and a stream without eos is one document. eos_id
+    defaults to the stream's own. Finding the boundaries reads the stream once, unless `ends` (an
+    offline document index, exclusive end offsets) is handed over.
+    """
+
+    def __init__(self, tokens: TokenSource, eos_id: int | None = None, *, ends: np.ndarray | None = None) -> None:
+        self.tokens = tokens
+        self.eos_id = tokens.eos_id if eos_id is None else eos_id
+        if ends is None:
+            ends = document_ends(len(tokens), lambda a, b: tokens[a:b], self.eos_id)
+        self.ends = np.asarray(ends, dtype=np.int64)
+        if len(self.ends) and int(self.ends[-1]) != len(tokens):
+            raise ValueError(
+                f"the document index ends at id {int(self.ends[-1])} but the stream holds {len(tokens)}: "
+                "it was derived from another corpus"
+            )
+        self.starts = np.concatenate([[0], self.ends[:-1]]).astype(np.int64) if len(self.ends) else self.ends
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.ends - self.starts
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.tokens[int(self.starts[index]) : int(self.ends[index])]
+
+    def describe(self) -> dict[str, Any]:
+        return {"documents": len(self), "eos_id": self.eos_id, "tokens": describe_source(self.tokens)}
+
+
+class PackedWindowSource:
+    """Record w is window w of a packing plan over documents, as three int32 arrays of `plan.window`.
+
+    text holds the pieces back to back and zeros after them; text_segment_ids numbers the pieces
+    1, 2, … with 0 for padding; text_positions counts from 0 within each piece. A chunk of a long
+    document is a segment of its own: attention stops at its edge, so its positions restart too.
+    `documents` is a TokenDocumentSource, or any records whose record d is document d's ids.
+    first and count select a run of windows (a held-out tail, say).
+    """
+
+    def __init__(self, documents: Any, plan: PackingPlan, *, first: int = 0, count: int | None = None) -> None:
+        self.documents, self.plan, self.first = documents, plan, first
+        self.count = len(plan) - first if count is None else count
+        if first < 0 or self.count < 0 or first + self.count > len(plan):
+            raise ValueError(f"windows {first}..{first + self.count} are outside the plan's {len(plan)} windows")
+
+    @property
+    def record_tokens(self) -> int:
+        """Slots one window holds, padding included."""
+        return self.plan.window
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        return {key: value[0] for key, value in self.read_batch(np.array([index])).items()}
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
+            raise IndexError(f"window {int(indices.max())} is outside this {self.count}-window source")
+        plan, width = self.plan, self.plan.window
+        windows = indices + self.first
+        lo, hi = plan.offsets[windows], plan.offsets[windows + 1]
+        per_window = hi - lo
+        rows = np.repeat(np.arange(len(windows)), per_window)
+        pieces = np.arange(int(per_window.sum())) - np.repeat(np.cumsum(per_window) - per_window, per_window)
+        pieces += np.repeat(lo, per_window)
+        lengths = plan.lengths[pieces]
+        # Where each piece lands in its row: after the pieces before it in the same window.
+        ends_in_row = np.cumsum(lengths)
+        dest = ends_in_row - lengths
+        first_of_row = np.repeat(np.cumsum(per_window) - per_window, per_window)
+        dest = dest - (ends_in_row[first_of_row] - lengths[first_of_row])
+        segment = pieces - np.repeat(lo, per_window) + 1
+
+        text = np.zeros((len(windows), width), dtype=np.int32)
+        segments = np.zeros((len(windows), width), dtype=np.int32)
+        positions = np.zeros((len(windows), width), dtype=np.int32)
+        count_up = np.arange(width, dtype=np.int32)
+        docs, starts = plan.documents[pieces], plan.starts[pieces]
+        fast = hasattr(self.documents, "starts") and hasattr(self.documents, "tokens")
+        if fast:
+            tokens, origin = self.documents.tokens, self.documents.starts[docs] + starts
+        for row, at, size, doc, start, seg, src in zip(
+            rows.tolist(),
+            dest.tolist(),
+            lengths.tolist(),
+            docs.tolist(),
+            starts.tolist(),
+            segment.tolist(),
+            (origin if fast else starts).tolist(),
+            strict=True,
+        ):
+            if fast:
+                text[row, at : at + size] = tokens[src : src + size]
+            else:
+                text[row, at : at + size] = np.asarray(self.documents[doc])[start : start + size]
+            segments[row, at : at + size] = seg
+            positions[row, at : at + size] = count_up[:size]
+        return {"text": text, "text_segment_ids": segments, "text_positions": positions}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "packed": [self.plan.window, self.plan.bins],
+            "first": self.first,
+            "count": self.count,
+            "documents": describe_source(self.documents),
+        }

@@ -1,0 +1,161 @@
+"""PackedTokens: whole documents packed into seq_len + 1 windows, over one corpus, a mixture or phases."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from dew.data import formats
+from dew.data.config import json_list_argument
+from dew.data.dataset import Dataset, global_dataset
+from dew.data.mixture import Corpus, MixtureOrder, mixed_records
+from dew.data.order import Order
+from dew.data.packing import (
+    DOCUMENTS,
+    PackingPlan,
+    lengths_of,
+    load_document_ends,
+    packing_name,
+    plan_packing,
+)
+from dew.data.phases import DataPhase, PhasedOrder, check_phases
+from dew.data.registry import datasets
+from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
+from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
+
+
+def packed_split(path: str, split: str, *, window: int, bins: int, field: str | None) -> PackedWindowSource:
+    """A split's packed windows, from the corpus's offline document index and plan when they match it.
+
+    A derived file counts only when stamped with the committed corpus's fingerprint; otherwise the
+    runtime computes the same index and plan itself (plan_packing is a pure function of the lengths).
+    """
+    tokens = open_tokens(path, split=split, field=field)
+    meta = corpus_meta(path)
+    fingerprint = meta.fingerprint() if meta is not None else None
+    ends = plan = None
+    if fingerprint is not None:
+        ends = load_document_ends(formats.derived_path(path, split, DOCUMENTS), fingerprint)
+        plan = PackingPlan.load(formats.derived_path(path, split, packing_name(window, bins)), fingerprint)
+    if tokens.eos_id is None and ends is None:
+        raise ValueError(
+            f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
+            "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
+        )
+    documents = TokenDocumentSource(tokens, ends=ends)
+    if plan is None:
+        plan = plan_packing(lengths_of(documents.ends), window, bins)
+    if len(plan) == 0:
+        raise ValueError(f"{path}: split {split!r} holds no tokens to pack")
+    return PackedWindowSource(documents, plan)
+
+
+@datasets("packed_tokens")
+@dataclasses.dataclass(frozen=True)
+class PackedTokens(DatasetSpec):
+    """Whole documents packed first-fit into seq_len + 1 windows, with segment ids and positions.
+
+    A batch is {"text", "text_segment_ids", "text_positions"}, each int32 [batch, seq_len + 1]; segment
+    0 is padding. The plan is made over the whole corpus in file order (dew.data.packing), so a window
+    is a fact about the corpus and the seed only orders the windows.
+
+    path is one committed corpus or {path: weight}, where each weight is that corpus's share of the
+    windows of a step. phases instead switches mixtures at step boundaries, each corpus continuing its
+    order (path is then unset). records is the exact windows of a pass: one corpus's, a mixture's
+    pass until every corpus was read once, or the first phase's. Validation reads each corpus's val
+    split, or val_batches whole batches of windows off the end of its plan, mixed at the same weights.
+    """
+
+    path: str | Mapping[str, float] | None = None
+    phases: Annotated[tuple[DataPhase, ...], json_list_argument(DataPhase)] = ()
+    seq_len: int = 256
+    val_batches: int | None = 4
+    field: str | None = None
+    packing_bins: int = 8
+
+    def __post_init__(self) -> None:
+        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
+            raise ValueError(f"PackedTokens.seq_len must be a positive int, got {self.seq_len!r}")
+        if isinstance(self.packing_bins, bool) or not isinstance(self.packing_bins, int) or self.packing_bins < 1:
+            raise ValueError(f"PackedTokens.packing_bins must be a positive int, got {self.packing_bins!r}")
+        if self.val_batches is not None and (not isinstance(self.val_batches, int) or self.val_batches < 0):
+            raise ValueError(f"PackedTokens.val_batches must be a non-negative int or None, got {self.val_batches!r}")
+        if (self.path is None) == (not self.phases):
+            raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
+        if self.path is not None:
+            DataPhase(self.path)  # the same checks on the path or mixture
+        check_phases(self.phases)
+
+    @property
+    def corpora(self) -> list[str]:
+        """Every corpus directory the run reads, in name order."""
+        names = {name for phase in self._phases() for name in phase.weights}
+        return sorted(names)
+
+    def _phases(self) -> tuple[DataPhase, ...]:
+        return self.phases if self.phases else (DataPhase(self.path),)
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        self.uncaptioned(tokenize)
+        for name in self.corpora:
+            if not os.path.exists(name):
+                raise FileNotFoundError(f"PackedTokens: no corpus at {name}")
+        check_one_tokenizer(self.corpora)
+        read = functools.cache(self._windows)
+        phases = self._phases()
+        first = [Corpus(name, read(name, batch)[0], weight) for name, weight in phases[0].weights.items()]
+        order: Order
+        if len(phases) == 1:
+            order = MixtureOrder(first, self.seed)
+        else:
+            order = PhasedOrder(
+                [
+                    (
+                        None if p.until_step is None else p.until_step * batch,
+                        [Corpus(name, read(name, batch)[0], weight) for name, weight in p.weights.items()],
+                    )
+                    for p in phases
+                ],
+                self.seed,
+            )
+        records = len(first[0].source) if len(first) == 1 else mixed_records(first)
+        val_sources = [(name, read(name, batch)[1], weight) for name, weight in phases[0].weights.items()]
+        val: Any = None
+        if all(source is not None for _, source, _ in val_sources):
+            val = MixtureOrder([Corpus(n, s, w) for n, s, w in val_sources], None)
+            val = val.corpora[0].source if len(val_sources) == 1 else val
+        return global_dataset(
+            train=None,
+            val=val,
+            batch=batch,
+            seed=self.seed,
+            loading=self.loading,
+            val_batches=self.val_batches,
+            order=order,
+            records=records,
+        )
+
+    def _windows(self, path: str, batch: int) -> tuple[PackedWindowSource, PackedWindowSource | None]:
+        """(training windows, validation windows or None) of one corpus."""
+        window = self.seq_len + 1
+        train = packed_split(path, "train", window=window, bins=self.packing_bins, field=self.field)
+        held = validation_split(path)
+        if held is not None:
+            return train, packed_split(path, held, window=window, bins=self.packing_bins, field=self.field)
+        if not self.val_batches:
+            return train, None
+        tail = self.val_batches * batch
+        if len(train) <= tail:
+            raise ValueError(
+                f"{path}: {len(train)} packed windows cannot spare {tail} for validation; "
+                "lower val_batches or the batch"
+            )
+        cut = len(train) - tail
+        return (
+            PackedWindowSource(train.documents, train.plan, count=cut),
+            PackedWindowSource(train.documents, train.plan, first=cut),
+        )

@@ -1,0 +1,375 @@
+"""Token sources: a tokenized corpus read as one stream of ids, whatever files hold it.
+
+`len(source)` is the ids it holds and `source[a:b]` a span of them. Readers open their files lazily
+and drop the handles when pickled, so a source travels to a Grain worker and reopens there; a worker
+reads only the spans it is asked for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dew.data import formats
+
+_DEFAULT_DTYPE = np.dtype(np.uint16)
+
+
+@runtime_checkable
+class TokenSource(Protocol):
+    """A tokenized corpus as one stream of ids: `len()` ids, `source[a:b]` a span of them.
+
+    eos_id closes a document (None for a corpus written without boundaries); describe() says what the
+    source reads by content, which a saved position is compared against.
+    """
+
+    eos_id: int | None
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, span: slice) -> np.ndarray: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def _bounds(span: slice, length: int) -> tuple[int, int]:
+    if not isinstance(span, slice) or span.step not in (None, 1):
+        raise TypeError(f"a token source reads contiguous spans source[a:b], got {span!r}")
+    start, stop, _ = span.indices(length)
+    return start, max(start, stop)
+
+
+def spans(source: Any, starts: np.ndarray, length: int) -> np.ndarray:
+    """[len(starts), length] ids: source[s:s + length] for each start, through the source's fast path."""
+    fast = getattr(source, "spans", None)
+    if fast is not None:
+        return fast(starts, length)
+    out = np.empty((len(starts), length), dtype=source.dtype)
+    for row, start in enumerate(np.asarray(starts, dtype=np.int64).tolist()):
+        out[row] = source[start : start + length]
+    return out
+
+
+def _dtype_from_meta(meta: dict[str, Any] | None, where: str) -> np.dtype:
+    if meta is None:
+        return _DEFAULT_DTYPE
+    value = meta.get("dtype", _DEFAULT_DTYPE.name)
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype not in (np.dtype(np.uint16), np.dtype(np.uint32)):
+        raise ValueError(f"{where}: field 'dtype' is {value!r}; a token corpus is uint16 or uint32")
+    return dtype
+
+
+class TokenBytes:
+    """Flat token ids in `.bin` files, read through a memmap.
+
+    path is one file, or a committed corpus directory whose `split` shards read as one stream (their
+    sizes checked against meta.json). The dtype is meta.json's where there is one, else uint16
+    (nanoGPT's layout). eos_id defaults to the corpus's own.
+    """
+
+    def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
+        self.path = path
+        if os.path.isdir(path):
+            meta = formats.read_meta(path)
+            shards = meta.shards(split)
+            if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
+                raise ValueError(f"{path}: split {split!r} is not held in .bin shards")
+            self.files = tuple(formats.verify_shard(path, s) for s in shards)
+            self.dtype = _dtype_from_meta({"dtype": meta.dtype}, os.path.join(path, formats.META))
+            self._fingerprint = meta.fingerprint()
+            own_eos = meta.eos_id
+        else:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"no token file at {path}")
+            sibling = formats.read_sibling_meta(path)
+            where = os.path.join(os.path.dirname(path) or ".", formats.META)
+            self.dtype = _dtype_from_meta(sibling, where)
+            self.files = (path,)
+            self._fingerprint = None
+            own_eos = sibling.get("eos_id") if sibling else None
+        self.eos_id = own_eos if eos_id is None else eos_id
+        self.split = split
+        sizes = []
+        for file in self.files:
+            size = os.path.getsize(file)
+            if size % self.dtype.itemsize:
+                raise ValueError(
+                    f"{file} holds {size} bytes, not a whole number of {self.dtype} ids: the file is truncated "
+                    "or its dtype is not the one meta.json records"
+                )
+            sizes.append(size // self.dtype.itemsize)
+        self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
+        self._maps: list[np.memmap] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_maps": None}  # memmaps reopen in the worker that unpickles this
+
+    def open_handle(self, shard: int = 0) -> np.memmap:
+        """A read-only memmap over one file (the only one, for a single .bin)."""
+        return np.memmap(self.files[shard], dtype=self.dtype, mode="r")
+
+    def _open(self) -> list[np.memmap]:
+        if self._maps is None:
+            self._maps = [self.open_handle(i) for i in range(len(self.files))]
+        return self._maps
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def __getitem__(self, span: slice) -> np.ndarray:
+        start, stop = _bounds(span, len(self))
+        maps = self._open()
+        if len(maps) == 1:
+            return np.asarray(maps[0][start:stop])
+        first = bisect.bisect_right(self.ends.tolist(), start)
+        parts, at = [], start
+        for shard in range(first, len(maps)):
+            if at >= stop:
+                break
+            base = int(self.ends[shard - 1]) if shard else 0
+            end = min(stop, int(self.ends[shard]))
+            parts.append(maps[shard][at - base : end - base])
+            at = end
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
+
+    def spans(self, starts: np.ndarray, length: int) -> np.ndarray:
+        maps = self._open()
+        starts = np.asarray(starts, dtype=np.int64)
+        out = np.empty((len(starts), length), dtype=self.dtype)
+        if len(maps) == 1:
+            whole = maps[0]
+            for row, start in enumerate(starts.tolist()):
+                out[row] = whole[start : start + length]
+            return out
+        for row, start in enumerate(starts.tolist()):
+            out[row] = self[start : start + length]
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        if self._fingerprint is not None:
+            return {"tokens": "bin", "corpus": self._fingerprint, "split": self.split, "ids": len(self)}
+        return {"tokens": "bin", "file": os.path.basename(self.path), "ids": len(self), "dtype": self.dtype.name}
+
+
+class _Pieces:
+    """A stream cut into pieces (row groups, records) with known lengths; spans are read piece by piece."""
+
+    dtype: np.dtype
+    eos_id: int | None
+    piece_ends: np.ndarray
+
+    def piece(self, index: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _pieces(self, first: int, last: int) -> list[np.ndarray]:
+        return [self.piece(i) for i in range(first, last)]
+
+    def __len__(self) -> int:
+        return int(self.piece_ends[-1]) if len(self.piece_ends) else 0
+
+    def __getitem__(self, span: slice) -> np.ndarray:
+        start, stop = _bounds(span, len(self))
+        if start == stop:
+            return np.zeros(0, dtype=self.dtype)
+        first = int(np.searchsorted(self.piece_ends, start, side="right"))
+        last = int(np.searchsorted(self.piece_ends, stop - 1, side="right")) + 1
+        joined = np.concatenate(self._pieces(first, last))
+        base = int(self.piece_ends[first - 1]) if first else 0
+        return joined[start - base : stop - base]
+
+
+def unpack_field(record: bytes, field: str, where: str) -> bytes:
+    """One value of a packed dict of byte arrays: entries of (uint32 key length, key, uint32 length, value)."""
+    at, size = 0, len(record)
+    while at < size:
+        if at + 4 > size:
+            break
+        (key_length,) = struct.unpack_from("<I", record, at)
+        key = record[at + 4 : at + 4 + key_length]
+        at += 4 + key_length
+        if at + 4 > size:
+            break
+        (value_length,) = struct.unpack_from("<I", record, at)
+        at += 4
+        if at + value_length > size:
+            break
+        if key == field.encode():
+            return record[at : at + value_length]
+        at += value_length
+    else:
+        raise KeyError(f"{where}: the packed record has no field {field!r}")
+    raise ValueError(f"{where}: the packed record ends mid-entry; the shard is corrupt")
+
+
+def _cast(ids: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) > np.iinfo(dtype).max):
+        raise ValueError(f"{where}: ids outside 0..{np.iinfo(dtype).max} do not fit dtype {dtype}")
+    return ids.astype(dtype, copy=False)
+
+
+class TokenColumn(_Pieces):
+    """One parquet column of id lists, every row of every file in order, as one stream.
+
+    Spans are read one row group at a time (the last few kept), so a file is never loaded whole.
+    column may be omitted for files with a single column. Building the source reads the column once
+    to learn each row group's id count.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        *,
+        column: str | None = None,
+        dtype: np.dtype = _DEFAULT_DTYPE,
+        eos_id: int | None = None,
+    ) -> None:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
+        if not self.paths:
+            raise ValueError("TokenColumn needs at least one parquet file")
+        names, groups, counts = set(), [], []
+        for path in self.paths:
+            file = pq.ParquetFile(path)
+            columns = file.schema_arrow.names
+            name = column if column is not None else (columns[0] if len(columns) == 1 else None)
+            if name is None or name not in columns:
+                raise ValueError(f"{path}: name the token column (column=); the file holds {columns}")
+            names.add(name)
+            for group in range(file.num_row_groups):
+                lengths = pc.list_value_length(file.read_row_group(group, columns=[name]).column(0))
+                counts.append(int(pc.sum(lengths).as_py() or 0))
+                groups.append((path, group))
+        self.column = names.pop() if len(names) == 1 else column
+        self.groups = tuple(groups)
+        self.piece_ends = np.cumsum(np.array(counts, dtype=np.int64))
+        self._cache: dict[int, np.ndarray] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_cache": {}}
+
+    def piece(self, index: int) -> np.ndarray:
+        """The ids of row group `index`, counting through every file in order."""
+        cached = self._cache.get(index)
+        if cached is None:
+            import pyarrow.parquet as pq
+
+            path, group = self.groups[index]
+            table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
+            values = table.column(0).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            cached = _cast(np.asarray(values), self.dtype, f"{path} row group {group} column {self.column!r}")
+            if len(self._cache) >= 4:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[index] = cached
+        return cached
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "tokens": "parquet",
+            "files": [os.path.basename(p) for p in self.paths],
+            "column": self.column,
+            "ids": len(self),
+        }
+
+
+class TokenRecords(_Pieces):
+    """Id arrays in ArrayRecord shards, every record of every file in order, as one stream.
+
+    A record is the ids' raw bytes, or with field set a packed dict of byte arrays holding them under
+    field. Building the source reads every record once to learn the lengths; spans then read contiguous
+    record ranges, ArrayRecord's fastest access.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        *,
+        field: str | None = None,
+        dtype: np.dtype = _DEFAULT_DTYPE,
+        eos_id: int | None = None,
+    ) -> None:
+        self.paths, self.field, self.dtype, self.eos_id = tuple(paths), field, np.dtype(dtype), eos_id
+        if not self.paths:
+            raise ValueError("TokenRecords needs at least one ArrayRecord file")
+        self._readers: list[Any] | None = None
+        counts, lengths = [], []
+        for file in range(len(self.paths)):
+            count = self._reader(file).num_records()
+            counts.append(count)
+            for lo in range(0, count, 4096):
+                records = self._read(file, lo, min(count, lo + 4096))
+                lengths.extend(len(r) for r in records)
+        self.record_ends = np.cumsum(np.array(counts, dtype=np.int64))
+        self.piece_ends = np.cumsum(np.array(lengths, dtype=np.int64))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_readers": None}
+
+    def open_handle(self) -> list[Any]:
+        """One ArrayRecordReader per file, opened for random access."""
+        from array_record.python.array_record_module import ArrayRecordReader
+
+        readers = []
+        for path in self.paths:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"no ArrayRecord file at {path}")
+            try:
+                reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+            except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
+                raise ValueError(f"{path} is not a readable ArrayRecord file: {error}") from None
+            if not reader.ok():
+                raise ValueError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
+            readers.append(reader)
+        return readers
+
+    def _reader(self, file: int) -> Any:
+        if self._readers is None:
+            self._readers = self.open_handle()
+        return self._readers[file]
+
+    def _read(self, file: int, lo: int, hi: int) -> list[np.ndarray]:
+        path = self.paths[file]
+        try:
+            raw = self._reader(file).read(lo, hi)
+        except Exception as error:
+            raise ValueError(f"{path}: records {lo}..{hi} cannot be read ({error}); the shard is corrupt") from None
+        return [self._decode(r, path, lo + i) for i, r in enumerate(raw)]
+
+    def _decode(self, record: bytes, path: str, index: int) -> np.ndarray:
+        if self.field is not None:
+            record = unpack_field(record, self.field, f"{path} record {index}")
+        if len(record) % self.dtype.itemsize:
+            raise ValueError(f"{path} record {index}: {len(record)} bytes are not whole {self.dtype} ids")
+        return np.frombuffer(record, dtype=self.dtype)
+
+    def piece(self, index: int) -> np.ndarray:
+        """The ids of record `index`, counting through every file in order."""
+        return self._pieces(index, index + 1)[0]
+
+    def _pieces(self, first: int, last: int) -> list[np.ndarray]:
+        out = []
+        while first < last:
+            file = int(np.searchsorted(self.record_ends, first, side="right"))
+            base = int(self.record_ends[file - 1]) if file else 0
+            hi = min(last, int(self.record_ends[file]))
+            out.extend(self._read(file, first - base, hi - base))
+            first = hi
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "tokens": "array_record",
+            "files": [os.path.basename(p) for p in self.paths],
+            "field": self.field,
+            "ids": len(self),
+        }

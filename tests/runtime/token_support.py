@@ -1,0 +1,96 @@
+"""Tiny committed token corpora for the token tests, written the way the preprocess jobs write them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dew.data import formats
+
+EOS = 0
+
+
+def documents(count: int, *, seed: int = 0, longest: int = 40, base: int = 1) -> list[np.ndarray]:
+    """`count` documents of ids >= 1 each closed by EOS; ids tell documents apart (doc d starts at base + d)."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(count):
+        body = (base + d + np.arange(int(rng.integers(0, longest)))) % 60000 + 1
+        docs.append(np.append(body, EOS).astype(np.int64))
+    return docs
+
+
+def write_corpus(
+    directory: str,
+    splits: Mapping[str, Sequence[np.ndarray]],
+    *,
+    kind: str = "bin",
+    shards: int = 2,
+    dtype: str = "uint16",
+    eos_id: int | None = EOS,
+    tokenizer: str = "byte-test",
+    field: str | None = None,
+) -> str:
+    """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory."""
+    os.makedirs(directory, exist_ok=True)
+    meta_splits = {}
+    for split, docs in splits.items():
+        groups = np.array_split(np.arange(len(docs)), shards)
+        entries = []
+        for index, group in enumerate(groups):
+            name = formats.shard_name(split, index, shards, kind)
+            path = os.path.join(directory, name)
+            chunk = [np.asarray(docs[i]) for i in group]
+            ids = np.concatenate(chunk) if chunk else np.zeros(0, dtype=np.int64)
+            if kind == "bin":
+                ids.astype(dtype).tofile(path)
+            elif kind == "array_record":
+                from array_record.python.array_record_module import ArrayRecordWriter
+
+                writer = ArrayRecordWriter(path, "group_size:1")
+                for doc in chunk:
+                    raw = doc.astype(dtype).tobytes()
+                    writer.write(raw if field is None else pack({field: raw, "other": b"x"}))
+                writer.close()
+            else:
+                table = pa.table({field or "ids": pa.array([d.tolist() for d in chunk], type=pa.list_(pa.int64()))})
+                pq.write_table(table, path, row_group_size=3)
+            entries.append(
+                formats.Shard(
+                    name=name,
+                    tokens=int(ids.size),
+                    documents=len(chunk),
+                    bytes=os.path.getsize(path),
+                    sha256=formats.sha256_file(path),
+                )
+            )
+        meta_splits[split] = tuple(entries)
+    vocab = 60001 if dtype == "uint16" else 70000
+    meta = formats.CorpusMeta(
+        tokenizer=tokenizer,
+        tokenizer_hash=tokenizer * 4,
+        vocab_size=vocab,
+        dtype=dtype,
+        eos_id=eos_id,
+        bos_id=None,
+        splits=meta_splits,
+    )
+    formats.write_meta(directory, meta)
+    return directory
+
+
+def pack(entries: Mapping[str, bytes]) -> bytes:
+    """The packed dict of byte arrays layout: (uint32 key length, key, uint32 value length, value) each."""
+    out = bytearray()
+    for key, value in entries.items():
+        encoded = key.encode()
+        out += len(encoded).to_bytes(4, "little") + encoded + len(value).to_bytes(4, "little") + value
+    return bytes(out)
+
+
+def stream_of(docs: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(d) for d in docs]) if docs else np.zeros(0, dtype=np.int64)
