@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -27,7 +26,9 @@ class Registry(Mapping[str, type[DatasetSpec]]):
         def register(cls: SpecType) -> SpecType:
             if not (isinstance(cls, type) and issubclass(cls, DatasetSpec)):
                 raise TypeError(f"@datasets({name!r}) decorates DatasetSpec subclasses, not {cls!r}")
-            if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            # The class itself must be a dataclass: a plain subclass would inherit the base's fields only.
+            params = cls.__dict__.get("__dataclass_params__")
+            if params is None or not params.frozen:
                 raise TypeError(f"@datasets({name!r}): {cls.__name__} must be a frozen dataclass")
             existing = self._kinds.get(name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:

@@ -1,0 +1,122 @@
+"""The datasets registry, JSON configs of specs, and what `import dew.data` costs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Annotated
+
+import pytest
+
+from dew.data import DatasetSpec, Loading, datasets, json_list_argument
+from dew.data.registry import Registry
+
+HEAVY = ["cv2", "tensorflow", "tensorflow_datasets", "datasets", "transformers", "av", "apache_beam", "jax", "grain"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    name: str
+    weight: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Example(DatasetSpec):
+    path: str
+    sizes: tuple[int, ...] = (1, 2)
+    weights: str | dict[str, float] | None = None
+    parts: Annotated[tuple[Part, ...], json_list_argument(Part)] = ()
+
+
+def registry_with_example() -> Registry:
+    registry = Registry()
+    registry("example")(Example)
+    return registry
+
+
+def test_a_spec_round_trips_through_json() -> None:
+    registry = registry_with_example()
+    spec = Example(
+        path="/data/x",
+        sizes=(3, 4),
+        weights={"a": 0.25, "b": 0.75},
+        parts=(Part("p", 2.0), Part("q")),
+        seed=7,
+        loading=Loading(workers=2, threads=3),
+    )
+    config = json.loads(json.dumps(spec.to_config()))
+    assert config["kind"] == "example" and config["loading"]["workers"] == 2
+    assert registry.from_config(config) == spec
+    assert registry["example"] is Example and registry.Example is Example and "example" in registry.names()
+
+
+def test_every_kind_that_builds_from_its_defaults_round_trips() -> None:
+    # Kinds whose defaults are incomplete (a path is required) have round-trip tests of their own.
+    checked = 0
+    for name in datasets:
+        try:
+            spec = datasets[name]()
+        except (TypeError, ValueError):
+            continue
+        assert datasets.from_config(json.loads(json.dumps(spec.to_config()))) == spec, name
+        checked += 1
+    assert checked or not len(datasets)
+
+
+def test_an_unknown_kind_lists_the_registered_ones() -> None:
+    registry = registry_with_example()
+    with pytest.raises(KeyError, match="no dataset named 'nope'; registered: example"):
+        registry["nope"]
+    with pytest.raises(KeyError, match="registered: example"):
+        registry.from_config({"kind": "nope"})
+    with pytest.raises(AttributeError, match="kinds: Example"):
+        registry.Nope  # noqa: B018
+
+
+def test_an_extra_field_lists_the_valid_ones() -> None:
+    registry = registry_with_example()
+    with pytest.raises(ValueError, match=r"no field 'colour'; valid fields: loading, parts, path, seed"):
+        registry.from_config({"kind": "example", "path": "x", "colour": "red"})
+    with pytest.raises(ValueError, match=r"example\.loading: Loading has no field 'cores'"):
+        registry.from_config({"kind": "example", "path": "x", "loading": {"cores": 4}})
+    with pytest.raises(ValueError, match=r"example\.parts\[0\]: Part has no field 'size'"):
+        registry.from_config({"kind": "example", "path": "x", "parts": [{"name": "a", "size": 1}]})
+
+
+def test_registration_needs_a_frozen_spec() -> None:
+    registry = Registry()
+
+    class Plain(DatasetSpec):
+        path: str = ""
+
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        registry("plain")(Plain)
+    with pytest.raises(TypeError, match="DatasetSpec subclasses"):
+        registry("part")(Part)
+
+
+def test_loading_is_checked_and_counts_its_stop_time() -> None:
+    with pytest.raises(ValueError, match=r"Loading\.workers must be a non-negative int"):
+        Loading(workers=-1)
+    with pytest.raises(ValueError, match=r"Loading\.threads must be at least 1"):
+        Loading(threads=0)
+    assert Loading(workers=8).stop_seconds > Loading(workers=0).stop_seconds
+
+
+def test_uncaptioned_refuses_a_caption_reader() -> None:
+    Example(path="x").uncaptioned(None)
+    with pytest.raises(ValueError, match="carries no captions"):
+        Example(path="x").uncaptioned(lambda captions: captions)
+
+
+def test_import_registers_every_kind_and_loads_no_heavy_stack() -> None:
+    script = (
+        "import sys, json; import dew.data as d; "
+        f"print(json.dumps({{'heavy': [m for m in {HEAVY!r} if m in sys.modules], 'kinds': d.datasets.names()}}))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["heavy"] == [], f"import dew.data loaded {report['heavy']}"
+    assert report["kinds"] == datasets.names()
