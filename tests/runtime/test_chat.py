@@ -8,12 +8,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Role, datasets, tokenizer_for
-from dew.data.chat import ChatWindows
-from dew.data.templates import ChatTemplate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Role, datasets, tokenizer_for
+from dew.data.chat import ChatWindows
+from dew.data.templates import ChatTemplate
 from tests.runtime.chat_support import CHATML, chat_tokenizer  # noqa: F401
 from tests.support import assert_resume_exact, read_global
 
@@ -192,3 +192,15 @@ def test_fields_are_checked() -> None:
         ChatMessages(tokenizer="t", path="p.parquet", packing_bins=0)
     with pytest.raises(ValueError, match="needs tokenizer="):
         ChatMessages(tokenizer="", path="p.parquet")
+
+
+def test_sources_travel_to_grain_workers_whole(chat_tokenizer: str) -> None:  # noqa: F811
+    """Worker processes get the source by pickle: a few arrays, no tokenizer, the same batches."""
+    import pickle
+
+    source = windows(chat_tokenizer, rows(6), seq_len=32)
+    copy = pickle.loads(pickle.dumps(source))
+    picks = np.array([len(source) - 1, 0, 1])
+    for key, value in source.read_batch(picks).items():
+        np.testing.assert_array_equal(copy.read_batch(picks)[key], value, err_msg=key)
+    assert copy.describe() == source.describe()

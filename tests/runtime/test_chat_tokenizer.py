@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 
 from dew.data import HFTokenizer, tokenizer_for
-
 from tests.runtime.chat_support import chat_tokenizer  # noqa: F401
 
 CONVERSATION = [{"role": "user", "content": "Name a prime."}, {"role": "assistant", "content": "Seven."}]

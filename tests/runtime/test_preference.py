@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, datasets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, datasets
 from tests.support import assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from dew.data import DataPartition, Loading, Prompts, datasets, tokenizer_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dew.data import DataPartition, Loading, Prompts, datasets, tokenizer_for
 from tests.runtime.chat_support import chat_tokenizer  # noqa: F401
 from tests.support import assert_resume_exact, read_global
 

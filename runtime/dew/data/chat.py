@@ -7,6 +7,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from dew.data.preference import MASK_KEY
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
