@@ -303,7 +303,8 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
         header = exchange(np.array([status, len(payload)], dtype=np.int64))
         status, size = int(header[0]), int(header[1])
         # Every process learns the size from the header, so all of them run the same second collective.
-        return status, exchange(_padded(payload, size)).tobytes()[:size] if size else b""
+        # Sent as 32-bit words: XLA's CPU collectives move them about twice as fast as single bytes.
+        return status, exchange(_padded(payload, size).view(np.uint32)).tobytes()[:size] if size else b""
 
     return hand
 
