@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from dew.data import DataPartition, Dataset, Loading, Reader
 from dew.data.dataset import global_dataset
 

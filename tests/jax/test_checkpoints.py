@@ -10,13 +10,13 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from dew.data import DataPartition, Dataset
-from dew.data.checkpoints import DataPositionHandler, DataPositionRestore, DataPositionSave, read_position
-from dew.data.dataset import global_dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dew.data import DataPartition, Dataset
+from dew.data.checkpoints import DataPositionHandler, DataPositionRestore, DataPositionSave, read_position
+from dew.data.dataset import global_dataset
 from tests.jax.cases import SERIAL
 from tests.support import assert_batches_equal, interleave, read_global
 

@@ -7,13 +7,13 @@ import itertools
 import jax
 import numpy as np
 import pytest
-from dew.data import DataPartition, Ramp, ramped
-from dew.data import distributed as dist
-from dew.data.dataset import global_dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, PartitionSpec
 
+from dew.data import DataPartition, Ramp, ramped
+from dew.data import distributed as dist
+from dew.data.dataset import global_dataset
 from tests.jax.cases import SERIAL, meshes
 
 pytestmark = pytest.mark.jax

@@ -13,10 +13,10 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
-from dew.data import DataPartition
-from dew.data.checkpoints import DataPositionRestore
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dew.data import DataPartition
+from dew.data.checkpoints import DataPositionRestore
 from tests.jax.cases import STEPS, dataset, read_steps
 
 pytestmark = pytest.mark.jax

@@ -25,11 +25,11 @@ def main(process_id: int, port: int, out: Path) -> None:
         coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process_id, initialization_timeout=60
     )
     import orbax.checkpoint as ocp
+    from jax.sharding import Mesh
+
     from dew.data import DataPartition
     from dew.data.checkpoints import DataPositionSave
     from dew.data.distributed import data_partition, first_reader_batch, global_batch_array
-    from jax.sharding import Mesh
-
     from tests.jax.cases import BATCH, STEPS, dataset, expected_global_array, meshes, read_steps
 
     data = dataset()

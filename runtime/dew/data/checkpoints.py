@@ -24,10 +24,11 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from etils import epath
+
 from dew.data import position
 from dew.data.dataset import Checkpointable
 from dew.data.partition import DataPartition
-from etils import epath
 
 GLOBAL_FILE = "position.json"
 _SHARE_FILE = re.compile(r"share-(\d+)-of-(\d+)\.json")

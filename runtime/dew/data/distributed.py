@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
-from dew.data.partition import DataPartition
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dew.data.partition import DataPartition
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
