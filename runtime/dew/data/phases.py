@@ -141,9 +141,10 @@ class PhasedOrder(BaseOrder):
             if changes:
                 raise ValueError(f"phase {i} of the checkpoint's data was changed: {'; '.join(changes)}")
             end, now = before["until"], ours[i]["until"]
-            if end is not None and end <= records and now != end:
-                raise ValueError(f"phase {i} ended at record {end} in the checkpoint, and now ends at {now}")
-            if now is not None and now < records:
+            if end is not None and end <= records:
+                if now != end:
+                    raise ValueError(f"phase {i} ended at record {end} in the checkpoint, and now ends at {now}")
+            elif now is not None and now < records:
                 raise ValueError(f"phase {i} now ends at record {now}, before the checkpoint's record {records}")
             if end is None:
                 break
