@@ -1,0 +1,5 @@
+"""dew.pipelines: job launchers over dew.preprocess, one module per job (tokenize, pack, plan_mixture).
+
+Each job parses its own flags first and hands the rest to Beam's PipelineOptions; `dew-preprocess JOB`
+and `python -m dew.pipelines.JOB` run the same code.
+"""

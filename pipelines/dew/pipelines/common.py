@@ -1,0 +1,95 @@
+"""What every job launcher shares: Beam options with local defaults, the runner, and the closing report.
+
+Locally a job runs on Beam's in-process FnApiRunner across the machine's cores
+(direct_running_mode=multi_processing), built here directly: Beam's DirectRunner would first try
+PrismRunner, which downloads a binary from the internet. Any other --runner (DataflowRunner with
+--project, --region and --temp_location) is Beam's own business.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
+
+
+def pipeline_options(rest: Sequence[str]) -> PipelineOptions:
+    """PipelineOptions from the flags a job did not claim, defaulting a local run to every core."""
+    options = PipelineOptions(list(rest))
+    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+        given = " ".join(rest)
+        direct = options.view_as(DirectOptions)
+        if "direct_running_mode" not in given:
+            direct.direct_running_mode = "multi_processing"
+        if "direct_num_workers" not in given:
+            direct.direct_num_workers = os.cpu_count() or 1
+    # Workers and the launcher must resolve gs:// with the same options (project, credentials).
+    FileSystems.set_options(options)
+    return options
+
+
+def local_runner(options: PipelineOptions) -> Any:
+    """The FnApiRunner DirectRunner would fall back to, with the pipeline options handed to its workers."""
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    return fn_runner.FnApiRunner(provision_info=info)
+
+
+def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    if options.view_as(StandardOptions).runner in LOCAL_RUNNERS:
+        return beam.Pipeline(runner=local_runner(options), options=options)
+    return beam.Pipeline(options=options)
+
+
+def counters(result: Any) -> dict[str, int]:
+    """Every Beam counter of a finished run, summed over steps, by name."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    totals: dict[str, int] = {}
+    for metric in result.metrics().query(MetricsFilter())["counters"]:
+        value = metric.committed if metric.committed is not None else metric.attempted
+        totals[metric.key.metric.name] = totals.get(metric.key.metric.name, 0) + int(value or 0)
+    return dict(sorted(totals.items()))
+
+
+def run(pipeline: beam.Pipeline, *, wait: bool = True, out: TextIO = sys.stderr) -> tuple[Any, dict[str, int], float]:
+    """Runs the pipeline; when waiting, prints its counters and rates and returns (result, counters, seconds)."""
+    start = time.monotonic()
+    result = pipeline.run()
+    if not wait:
+        return result, {}, 0.0
+    result.wait_until_finish()
+    seconds = time.monotonic() - start
+    found = counters(result)
+    report(found, seconds, out)
+    return result, found, seconds
+
+
+def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:
+    width = max((len(name) for name in found), default=0)
+    print(f"finished in {seconds:.1f} s; counters:", file=out)
+    for name, value in found.items():
+        print(f"  {name:<{width}}  {value:,}", file=out)
+    if found.get("documents_tokenized"):
+        print(
+            f"  rate: {found['documents_tokenized'] / seconds:,.0f} documents/s, "
+            f"{found.get('tokens', 0) / seconds:,.0f} tokens/s (wall clock, startup included)",
+            file=out,
+        )
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

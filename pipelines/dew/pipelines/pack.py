@@ -1,0 +1,65 @@
+"""dew-preprocess pack: write a committed corpus's document index and packing plans ahead of training.
+
+    dew-preprocess pack --corpus corpus/ --seq_len 1024 --seq_len 2048 --packing_bins 8
+
+The files are what PackedTokens would compute at startup, stamped with the corpus fingerprint; with
+them its startup reads two small arrays instead of scanning the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.pipelines import common
+from dew.preprocess.mixture import read_corpus_meta
+from dew.preprocess.pack import PackCorpus
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dew-preprocess pack", description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", required=True, help="a committed corpus directory (local or gs://)")
+    p.add_argument("--seq_len", type=int, action="append", required=True, help="window is seq_len + 1; repeatable")
+    p.add_argument("--packing_bins", type=int, default=8, help="windows the plan keeps open at once")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Runs the job; returns one summary per split and seq_len (windows, padding)."""
+    common.configure_logging()
+    args, rest = parser().parse_known_args(argv)
+    options = common.pipeline_options(rest)
+    corpus = args.corpus.rstrip("/")
+    meta = read_corpus_meta(corpus)
+    if meta.eos_id is None:
+        print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
+    windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]
+    summaries: list[dict[str, Any]] = []
+    pipeline = common.make_pipeline(options)
+    (
+        pipeline
+        | "Meta" >> beam.Create([meta])
+        | "Pack" >> PackCorpus(corpus, windows)
+        | "Collect" >> beam.combiners.ToList()
+        | "Report" >> beam.Map(lambda found: _print(found, summaries))
+    )
+    common.run(pipeline)
+    return summaries
+
+
+def _print(found: list[dict[str, Any]], into: list[dict[str, Any]]) -> None:
+    for row in sorted(found, key=lambda r: (r["split"], r["seq_len"])):
+        into.append(row)
+        print(
+            f"{row['split']}: seq_len {row['seq_len']}, {row['documents']:,} documents → "
+            f"{row['windows']:,} windows, padding {row['padding']:.2%}",
+            file=sys.stderr,
+        )
+
+
+if __name__ == "__main__":
+    main()

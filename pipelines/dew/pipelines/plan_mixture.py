@@ -1,0 +1,68 @@
+"""dew-preprocess plan-mixture: how many windows, and epochs, each corpus of a weighted mixture gives.
+
+    dew-preprocess plan-mixture --corpus web/=0.7 --corpus code/=0.3 --tokens 2e9 --seq_len 1024 \\
+        --output mixture.json
+
+Corpora from different tokenizers are refused. The plan lists, per corpus, the windows it contributes
+to the token budget, the windows its train split packs into, and the epochs that makes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.pipelines import common
+from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
+
+
+def _corpus(text: str) -> tuple[str, float]:
+    path, sep, weight = text.rpartition("=")
+    if not sep:
+        return text.rstrip("/"), 1.0
+    try:
+        return path.rstrip("/"), float(weight)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--corpus {text!r}: the weight after '=' must be a number") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dew-preprocess plan-mixture", description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", type=_corpus, action="append", required=True, help="DIR=WEIGHT; repeatable")
+    p.add_argument("--tokens", type=float, required=True, help="the token budget of the run (2e9 is fine)")
+    p.add_argument("--seq_len", type=int, required=True, help="window is seq_len + 1")
+    p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plan")
+    p.add_argument("--split", default="train", help="the split the run trains on")
+    p.add_argument("--output", required=True, help="where the plan JSON goes (local or gs://)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    common.configure_logging()
+    args, rest = parser().parse_known_args(argv)
+    options = common.pipeline_options(rest)
+    corpora = dict(args.corpus)
+    if len(corpora) != len(args.corpus):
+        raise SystemExit("plan-mixture: a corpus is named twice")
+    request = MixtureRequest(
+        corpora=corpora, tokens=int(args.tokens), seq_len=args.seq_len, packing_bins=args.packing_bins, split=args.split
+    )
+    plans: list[dict[str, Any]] = []
+    pipeline = common.make_pipeline(options)
+    pipeline | "PlanMixture" >> PlanMixture(request) | "Keep" >> beam.Map(plans.append)
+    common.run(pipeline)
+    if not plans:
+        raise RuntimeError("the mixture pipeline produced no plan")
+    write_plan(args.output, plans[0])
+    json.dump(plans[0], sys.stdout, indent=1)
+    print(file=sys.stdout)
+    return plans[0]
+
+
+if __name__ == "__main__":
+    main()

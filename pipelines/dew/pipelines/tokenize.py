@@ -1,0 +1,99 @@
+"""dew-preprocess tokenize: raw text files → a committed token corpus (shards + meta.json).
+
+    dew-preprocess tokenize --input 'data/*.jsonl.gz' --output corpus/ --tokenizer byte --pack \\
+        --val_fraction 0.01 --seq_len 1024
+
+Unclaimed flags go to Beam, so the same command runs on Dataflow with
+`--runner DataflowRunner --project P --region R --temp_location gs://B/tmp` and gs:// paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.pipelines import common
+from dew.preprocess import commit
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
+from dew.preprocess.documents import ReadOptions, kind_of
+from dew.preprocess.files import expand_inputs, manifest_fingerprint
+from dew.preprocess.tokenize import describe_tokenizer
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dew-preprocess tokenize", description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", action="append", required=True, help="file, glob or gs:// pattern; repeatable")
+    p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
+    p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
+    p.add_argument("--pack", action="store_true", help="write the eos id after every document")
+    p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
+    p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
+    p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
+    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
+    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
+    p.add_argument("--seq_len", type=int, action="append", default=[], help="also write a packing plan; repeatable")
+    p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plans")
+    p.add_argument("--text_field", default="text", help="JSON key or parquet column of the text")
+    p.add_argument(
+        "--txt_documents", default="file", choices=("file", "line"), help="a .txt file is one document, or one per line"
+    )
+    p.add_argument("--max_document_bytes", type=int, default=64 << 20, help="longer documents are dropped as too_long")
+    p.add_argument("--batch_size", type=int, default=512, help="documents per tokenizer call")
+    p.add_argument("--strict", action="store_true", help="fail on the first bad document instead of counting it")
+    p.add_argument("--overwrite", action="store_true", help="replace an output written by another config")
+    return p
+
+
+def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[str]]:
+    """The corpus plan, its identity and the sorted input paths, all decided on the launcher."""
+    inputs = expand_inputs(args.input)
+    for item in inputs:
+        kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
+    plan = CorpusPlan(
+        output=args.output.rstrip("/"),
+        tokenizer=describe_tokenizer(args.tokenizer, pack=args.pack, eos_id=args.eos_id),
+        read=ReadOptions(
+            text_field=args.text_field,
+            txt_documents=args.txt_documents,
+            max_document_bytes=args.max_document_bytes,
+            strict=args.strict,
+        ),
+        ext=args.format,
+        val_fraction=args.val_fraction,
+        shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+        num_shards=args.num_shards,
+        windows=tuple((seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))),
+        batch_size=args.batch_size,
+    )
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
+
+
+def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
+    return (
+        pipeline | "Inputs" >> beam.Create(list(enumerate(paths))) | "TokenizeCorpus" >> TokenizeCorpus(plan, identity)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    common.configure_logging()
+    args, rest = parser().parse_known_args(argv)
+    options = common.pipeline_options(rest)
+    plan, identity, paths = plan_from(args)
+    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
+        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
+        return {}
+    pipeline = common.make_pipeline(options)
+    build(pipeline, plan, identity, paths)
+    _, found, _ = common.run(pipeline)
+    print(f"committed {plan.output}", file=sys.stderr)
+    return found
+
+
+if __name__ == "__main__":
+    main()

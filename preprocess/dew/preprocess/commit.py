@@ -1,0 +1,139 @@
+"""The commit protocol of an output directory: claim it, resume it, refuse it, and finally commit it.
+
+A job first claims its output with a marker (`.dew-job.json`) naming its config and inputs. Shards are
+committed one by one under their final names as they finish; meta.json, written last, commits the
+corpus. So a directory is in one of three states, and `prepare_output` decides on the launcher:
+- committed by this same job (meta.json with this config and inputs): nothing to do;
+- claimed by this same job but not committed (a crash): resume, skipping the shards already there;
+- anything else holding data (another config, another tool's files): refused unless `overwrite`,
+  which decommits first (meta.json goes before anything else), then clears the directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dew.data.formats import META, CorpusMeta, Shard, parse_shard_name, write_meta
+from dew.preprocess import files
+
+MARKER = ".dew-job.json"
+STATS = "stats.json"
+
+
+class OutputConflictError(RuntimeError):
+    """The output directory holds something this job must not silently mix with or replace."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobIdentity:
+    """A job's config and the fingerprint of its inputs: equal identities write equal bytes."""
+
+    config: Mapping[str, Any]
+    inputs: str
+
+    @property
+    def fingerprint(self) -> str:
+        text = json.dumps({"config": self.config, "inputs": self.inputs}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _ours(name: str) -> bool:
+    """Files a job writes into its output: shards, meta, stats, derived .npz files, the marker."""
+    return parse_shard_name(name) is not None or name in (META, STATS, MARKER) or name.endswith(".npz")
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    if not files.exists(path):
+        return None
+    try:
+        return json.loads(files.read_bytes(path))
+    except ValueError:
+        return None  # a torn marker from a crash is no claim
+
+
+def clear_output(output: str) -> None:
+    """Decommits (meta.json first, so no reader sees a half-deleted corpus) and removes every file of ours."""
+    files.delete([files.join(output, META)])
+    files.delete([files.join(output, name) for name in files.listing(output) if _ours(name)])
+    files.delete_tree(files.join(output, files.TEMP_DIR))
+
+
+def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bool:
+    """Claims `output` for this job; True when it is already committed by the very same job.
+
+    Raises OutputConflictError, naming the directory and the flag, when the directory holds another run.
+    """
+    meta = _read_json(files.join(output, META))
+    marker = _read_json(files.join(output, MARKER))
+    present = [name for name in files.listing(output) if _ours(name)]
+    if meta is not None and meta.get("config") == identity.config and meta.get("inputs") == identity.inputs:
+        if not overwrite:
+            return True
+    elif marker is not None and marker.get("fingerprint") == identity.fingerprint:
+        return False  # our own unfinished run: resume
+    elif present and not overwrite:
+        what = (
+            f"a committed corpus with another config or inputs ({_difference(meta, identity)})"
+            if meta is not None
+            else "files of an unfinished run with another config or inputs"
+            if marker is not None
+            else f"files this job did not write ({', '.join(present[:3])})"
+        )
+        raise OutputConflictError(f"{output} holds {what}. Pass --overwrite to replace it, or choose another --output.")
+    clear_output(output)
+    claim = {"fingerprint": identity.fingerprint, "config": identity.config, "inputs": identity.inputs}
+    files.write_atomic(files.join(output, MARKER), json.dumps(claim, sort_keys=True).encode(), output)
+    return False
+
+
+def _difference(meta: Mapping[str, Any], identity: JobIdentity) -> str:
+    old = meta.get("config") or {}
+    changed = sorted(k for k in set(old) | set(identity.config) if old.get(k) != identity.config.get(k))
+    if meta.get("inputs") != identity.inputs:
+        changed.append("inputs")
+    return "differs in " + ", ".join(changed) if changed else "unknown difference"
+
+
+def remove_stale(output: str, keep: Iterable[str]) -> list[str]:
+    """Deletes shard files not in `keep` (a different -of-N count, another format, another split)."""
+    keep = set(keep)
+    stale = [name for name in files.listing(output) if parse_shard_name(name) and name not in keep]
+    files.delete([files.join(output, name) for name in stale])
+    return stale
+
+
+def write_meta_file(output: str, meta: CorpusMeta) -> None:
+    """meta.json through the runtime's own writer (one format, one owner), then committed in place."""
+    with tempfile.TemporaryDirectory(prefix="dew-meta-") as local:
+        write_meta(local, meta)
+        files.upload(os.path.join(local, META), files.join(output, META), output, replace=True)
+
+
+def commit_corpus(output: str, meta: CorpusMeta, stats: Mapping[str, Any]) -> None:
+    """The last step of a job: drop stale shards, write stats.json, then meta.json, then release the claim."""
+    keep = [shard.name for shards in meta.splits.values() for shard in shards]
+    remove_stale(output, keep)
+    files.write_atomic(files.join(output, STATS), json.dumps(stats, indent=1, sort_keys=True).encode(), output)
+    write_meta_file(output, meta)
+    files.delete([files.join(output, MARKER)])
+    files.delete_tree(files.join(output, files.TEMP_DIR))
+
+
+def ordered_shards(shards: Iterable[tuple[str, Shard]], expected: Mapping[str, int]) -> dict[str, tuple[Shard, ...]]:
+    """Shards by split in index order, checking that every one of each split's `-of-N` is there once."""
+    by_split: dict[str, dict[int, Shard]] = {split: {} for split in expected}
+    for split, shard in shards:
+        parsed = parse_shard_name(shard.name)
+        if parsed is None or split not in expected:
+            raise RuntimeError(f"shard {shard.name} of split {split!r} is not one this job planned")
+        by_split[split][parsed[1]] = shard
+    for split, count in expected.items():
+        if sorted(by_split[split]) != list(range(count)):
+            raise RuntimeError(f"split {split!r} has shards {sorted(by_split[split])}, expected 0..{count - 1}")
+    return {split: tuple(by_split[split][i] for i in range(count)) for split, count in expected.items()}

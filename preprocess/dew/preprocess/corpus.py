@@ -1,0 +1,193 @@
+"""TokenizeCorpus: input files → a committed token corpus directory, end to end, as one PTransform.
+
+    read documents → tokenize → lengths per file → layout (cut, shards) → route → write shards
+    → (pack: document index + plans) → stats.json → meta.json
+
+Each arrow is a labelled step; the pieces are reusable on their own (dew.preprocess.documents,
+.tokenize, .layout, .shards, .pack, .commit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.formats import CorpusMeta, Shard
+from dew.preprocess import commit, documents, layout
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
+from dew.preprocess.layout import FileLengths, Layout, ShardMap
+from dew.preprocess.pack import PackCorpus
+from dew.preprocess.shards import ShardFormat, WriteShards
+from dew.preprocess.tokenize import Tokenize, TokenizerInfo
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CorpusPlan:
+    """Everything that decides a corpus's bytes, plus where it goes.
+
+    val_fraction: the share of tokens, from the end of the corpus, that becomes the `val` split.
+    shard_bytes: the target shard size; each split gets ceil(its bytes / shard_bytes) shards.
+    num_shards: forces the train split's shard count instead.
+    windows: (seq_len, packing_bins) pairs to write packing plans for; empty writes none.
+    """
+
+    output: str
+    tokenizer: TokenizerInfo
+    read: ReadOptions = dataclasses.field(default_factory=ReadOptions)
+    ext: str = "bin"
+    val_fraction: float = 0.0
+    shard_bytes: int = 256 << 20
+    num_shards: int | None = None
+    windows: tuple[tuple[int, int], ...] = ()
+    batch_size: int = 512
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.shard_bytes < 1:
+            raise ValueError(f"shard_bytes must be positive, got {self.shard_bytes}")
+        if self.num_shards is not None and self.num_shards < 1:
+            raise ValueError(f"num_shards must be positive, got {self.num_shards}")
+        if self.windows and self.tokenizer.eos_id is None:
+            raise ValueError("packing plans need document boundaries: tokenize with --pack to write eos ids")
+        ShardFormat(ext=self.ext, dtype=self.tokenizer.dtype.name)
+
+    def config(self) -> dict[str, Any]:
+        """The JSON config meta.json records: every field that changes a byte of output, nothing else."""
+        info = self.tokenizer
+        return {
+            "job": "tokenize",
+            "tokenizer": info.name,
+            "tokenizer_hash": info.fingerprint,
+            "eos_id": info.eos_id,
+            "format": self.ext,
+            "val_fraction": self.val_fraction,
+            "shard_bytes": self.shard_bytes,
+            "num_shards": self.num_shards,
+            "text_field": self.read.text_field,
+            "txt_documents": self.read.txt_documents,
+            "max_document_bytes": self.read.max_document_bytes,
+            "windows": [list(w) for w in self.windows],
+        }
+
+
+def build_meta(
+    shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: JobIdentity, corpus: Layout
+) -> CorpusMeta:
+    info = plan.tokenizer
+    return CorpusMeta(
+        tokenizer=info.name,
+        tokenizer_hash=info.fingerprint,
+        vocab_size=info.vocab_size,
+        dtype=info.dtype.name,
+        eos_id=info.eos_id,
+        bos_id=info.bos_id,
+        splits=commit.ordered_shards(shards, corpus.shards),
+        config=dict(identity.config),
+        inputs=identity.inputs,
+    )
+
+
+def corpus_stats(
+    meta: CorpusMeta, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """stats.json: what came in, what was dropped and why, what was written; the document books must balance."""
+    dropped = {reason: tallies[reason] for reason in DROP_REASONS}
+    dropped["no_tokens"] = corpus.empty_documents
+    if tallies["documents_in"] != corpus.documents + sum(dropped.values()):
+        raise RuntimeError(
+            f"document accounting is off: {tallies['documents_in']} read in, {corpus.documents} written, "
+            f"{sum(dropped.values())} dropped ({dropped})"
+        )
+    return {
+        "documents_in": tallies["documents_in"],
+        "documents_written": corpus.documents,
+        "dropped": dropped,
+        "files_unreadable": tallies["files_unreadable"],
+        "tokens": corpus.tokens,
+        "splits": {
+            split: {
+                "tokens": sum(s.tokens for s in shards),
+                "pieces": sum(s.documents for s in shards),
+                "shards": len(shards),
+                "bytes": sum(s.bytes for s in shards),
+            }
+            for split, shards in meta.splits.items()
+        },
+        "packing": sorted(packed, key=lambda p: (p["split"], p["seq_len"], p["bins"])),
+        "fingerprint": meta.fingerprint(),
+    }
+
+
+class TokenizeCorpus(beam.PTransform):
+    """PCollection[(file index, path)] → a committed corpus in plan.output; yields its CorpusMeta once committed."""
+
+    def __init__(self, plan: CorpusPlan, identity: JobIdentity, label: str | None = None) -> None:
+        super().__init__(label)
+        self.plan = plan
+        self.identity = identity
+
+    def expand(self, paths: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
+        read = paths | "ReadDocuments" >> ReadDocuments(plan.read)
+        tokens = read.documents | "Tokenize" >> Tokenize(plan.tokenizer, batch_size=plan.batch_size)
+        lengths = (
+            tokens
+            | "DocumentLength" >> beam.MapTuple(lambda key, ids: (key[0], (key[1], len(ids))))
+            | "ByFile" >> beam.GroupByKey()
+            | "FileLengths" >> beam.MapTuple(FileLengths.of)
+        )
+        corpus = beam.pvalue.AsSingleton(
+            lengths
+            | "FileTotals" >> beam.Map(FileLengths.summary)
+            | "AllFiles" >> beam.combiners.ToList()
+            | "Layout"
+            >> beam.Map(
+                lambda totals: Layout.plan(
+                    totals,
+                    val_fraction=plan.val_fraction,
+                    itemsize=plan.tokenizer.dtype.itemsize,
+                    shard_bytes=plan.shard_bytes,
+                    num_shards=plan.num_shards,
+                )
+            )
+        )
+        routes = beam.pvalue.AsSingleton(
+            lengths
+            | "LocateCuts" >> beam.FlatMap(layout.locate, corpus)
+            | "AllCuts" >> beam.combiners.ToList()
+            | "ShardMap" >> beam.Map(lambda located, c: ShardMap.of(c, located), corpus)
+        )
+        fmt = ShardFormat(ext=plan.ext, dtype=plan.tokenizer.dtype.name)
+        shards = (
+            tokens
+            | "Route" >> beam.FlatMap(lambda kv, m: m.assign(*kv), routes)
+            | "WriteShards" >> WriteShards(plan.output, fmt, corpus)
+        )
+        tallies = beam.pvalue.AsSingleton(
+            read[documents.STATS_TAG]
+            | "AllTallies" >> beam.combiners.ToList()
+            | "Tally" >> beam.Map(documents.merge_tallies)
+        )
+        meta = (
+            shards
+            | "AllShards" >> beam.combiners.ToList()
+            | "BuildMeta" >> beam.Map(build_meta, plan, self.identity, corpus)
+        )
+        if plan.tokenizer.eos_id is None:
+            # Without eos every split is one document: there is no index worth writing ahead.
+            packed = beam.pvalue.AsList(meta.pipeline | "NoPacking" >> beam.Create([]))
+        else:
+            packed = beam.pvalue.AsList(meta | "Pack" >> PackCorpus(plan.output, plan.windows))
+        return meta | "Commit" >> beam.Map(_commit, plan.output, corpus, tallies, packed)
+
+
+def _commit(
+    meta: CorpusMeta, output: str, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+) -> CorpusMeta:
+    commit.commit_corpus(output, meta, corpus_stats(meta, corpus, tallies, packed))
+    return meta

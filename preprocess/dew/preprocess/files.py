@@ -1,0 +1,177 @@
+"""File access for the jobs, local or gs://, all through Beam's FileSystems.
+
+One code path serves both: a local output directory and a bucket are written the same way, with a
+temporary name first and a rename as the commit. ArrayRecord and pyarrow write local files only, so a
+shard is built in a local temporary file and then copied up (`upload`), which keeps memory bounded by
+a copy buffer rather than by the shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Sequence
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+# Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
+TEMP_DIR = ".dew-tmp"
+_COPY_CHUNK = 1 << 22
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    """One input file as the job saw it at launch; its place in `inputs` is its file index."""
+
+    path: str
+    size: int
+    updated: float
+
+
+def expand_inputs(patterns: Sequence[str]) -> tuple[InputFile, ...]:
+    """Every file the patterns name, sorted by path, so the file index never depends on listing order."""
+    if not patterns:
+        raise ValueError("no input given: pass --input with a path, a glob or a gs:// pattern")
+    found: dict[str, InputFile] = {}
+    for pattern, result in zip(patterns, FileSystems.match(list(patterns)), strict=True):
+        if not result.metadata_list:
+            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+        for meta in result.metadata_list:
+            if meta.path.rstrip("/").split("/")[-1].startswith("."):
+                continue  # hidden files: editors' swap files, our own temporaries
+            found[meta.path] = InputFile(meta.path, int(meta.size_in_bytes), float(meta.last_updated_in_seconds or 0))
+    return tuple(found[path] for path in sorted(found))
+
+
+def manifest_fingerprint(inputs: Iterable[InputFile]) -> str:
+    """Names the input set: every path with its size and modification time."""
+    digest = hashlib.sha256()
+    for item in inputs:
+        digest.update(f"{item.path}\0{item.size}\0{item.updated:.0f}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def join(directory: str, *names: str) -> str:
+    return FileSystems.join(directory, *names)
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def is_local(path: str) -> bool:
+    return FileSystems.get_scheme(path) in (None, "file")
+
+
+def open_read(path: str):
+    """A binary reader of the raw bytes; decompression is the caller's choice, by name."""
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as f:
+        return f.read()
+
+
+def listing(directory: str) -> list[str]:
+    """Base names of the files directly inside `directory` (none when it does not exist)."""
+    pattern = join(directory, "*")
+    try:
+        results = FileSystems.match([pattern])
+    except Exception:  # Beam raises BeamIOError for a missing local directory
+        return []
+    prefix = directory.rstrip("/") + "/"
+    names = []
+    for meta in results[0].metadata_list:
+        rest = meta.path[len(prefix) :] if meta.path.startswith(prefix) else os.path.basename(meta.path)
+        if rest and "/" not in rest and not (is_local(meta.path) and os.path.isdir(meta.path)):
+            names.append(rest)
+    return sorted(names)
+
+
+def delete(paths: Sequence[str]) -> None:
+    present = [p for p in paths if exists(p)]
+    if present:
+        FileSystems.delete(present)
+
+
+def delete_tree(directory: str) -> None:
+    if is_local(directory):
+        shutil.rmtree(directory, ignore_errors=True)
+    elif exists(directory.rstrip("/") + "/"):
+        FileSystems.delete([directory.rstrip("/") + "/"])
+
+
+def temp_name(directory: str, name: str) -> str:
+    """A unique temporary path for `name`: every attempt of a retried bundle gets its own."""
+    return join(directory, TEMP_DIR, f"{name}.{uuid.uuid4().hex}")
+
+
+def commit(temporary: str, final: str, *, replace: bool = False) -> bool:
+    """Renames a finished temporary file to its final name; False when another attempt got there first.
+
+    The content of a shard is a function of the inputs and config, so the earlier attempt's file is the
+    same bytes and the later one just steps aside. `replace` is for files rewritten on purpose (meta.json).
+    """
+    if exists(final):
+        if not replace:
+            delete([temporary])
+            return False
+        if not is_local(final):
+            delete([final])  # GCS rename is copy + delete and refuses an existing target
+    if is_local(final):
+        os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
+        os.replace(temporary, final)
+    else:
+        FileSystems.rename([temporary], [final])
+    return True
+
+
+def upload(local: str, final: str, output: str, *, replace: bool = False) -> bool:
+    """Commits a local file under `final` (inside `output`), through a temporary name beside it."""
+    temporary = temp_name(output, os.path.basename(final))
+    if is_local(final):
+        os.makedirs(os.path.dirname(temporary), exist_ok=True)
+        shutil.copyfile(local, temporary)
+    else:
+        with open(local, "rb") as source, FileSystems.create(temporary) as target:
+            while block := source.read(_COPY_CHUNK):
+                target.write(block)
+    return commit(temporary, final, replace=replace)
+
+
+def write_atomic(path: str, data: bytes, output: str) -> None:
+    """Writes small content (meta.json, stats.json) under a temporary name, then renames it into place."""
+    with tempfile.NamedTemporaryFile(delete=False) as f:
+        f.write(data)
+    try:
+        upload(f.name, path, output, replace=True)
+    finally:
+        os.unlink(f.name)
+
+
+def sha256_of(path: str) -> tuple[str, int]:
+    """(sha256, size) of a file anywhere FileSystems reaches, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open_read(path) as f:
+        while block := f.read(_COPY_CHUNK):
+            digest.update(block)
+            size += len(block)
+    return digest.hexdigest(), size
+
+
+def download(path: str, directory: str) -> str:
+    """A local copy of `path` under `directory` (the path itself when it is local already)."""
+    if is_local(path):
+        return path
+    local = os.path.join(directory, os.path.basename(path))
+    with open_read(path) as source, open(local, "wb") as target:
+        while block := source.read(_COPY_CHUNK):
+            target.write(block)
+    return local

@@ -1,0 +1,178 @@
+"""PlanMixture: corpora, weights and a token budget → how many windows each corpus gives and how many epochs that is.
+
+A window is one packed seq_len + 1 record, the unit PackedTokens and mixture interleave, so the
+plan speaks in windows: the budget buys ceil(tokens / seq_len) of them (each window trains seq_len
+next-token predictions), split between corpora by weight with exact integer shares (largest
+remainder, ties to the earlier corpus), and a corpus's epochs are its share over the windows its train
+split packs into. Corpora from different tokenizers are refused: their ids mean different tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from dew.data import formats, packing
+from dew.data.formats import CorpusMeta
+from dew.preprocess import files
+from dew.preprocess.pack import shard_tokens
+
+MIXTURE_FORMAT = "dew.mixture/1"
+
+
+def read_corpus_meta(directory: str) -> CorpusMeta:
+    """A committed corpus's meta.json, local or gs://, refusing an uncommitted directory by path."""
+    path = files.join(directory, formats.META)
+    if not files.exists(path):
+        raise FileNotFoundError(f"{directory} has no {formats.META}: it is not a committed corpus; run tokenize first")
+    return CorpusMeta.from_json(json.loads(files.read_bytes(path)), where=path)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MixtureRequest:
+    corpora: Mapping[str, float]
+    tokens: int
+    seq_len: int
+    packing_bins: int = 8
+    split: str = "train"
+
+    def __post_init__(self) -> None:
+        if not self.corpora:
+            raise ValueError("a mixture needs at least one corpus")
+        for path, weight in self.corpora.items():
+            if not weight > 0 or not math.isfinite(weight):
+                raise ValueError(f"corpus {path} has weight {weight}; weights must be positive")
+        if self.tokens < 1 or self.seq_len < 1 or self.packing_bins < 1:
+            raise ValueError("tokens, seq_len and packing_bins must be positive")
+
+
+def corpus_windows(directory: str, meta: CorpusMeta, split: str, seq_len: int, bins: int) -> int:
+    """Windows `split` packs into: the offline plan when it matches the corpus, else planned here."""
+    fingerprint = meta.fingerprint()
+    work = tempfile.mkdtemp(prefix="dew-mixture-")
+    try:
+        name = formats.derived_path(directory, split, packing.packing_name(seq_len + 1, bins))
+        if files.exists(name):
+            offline = packing.PackingPlan.load(files.download(name, work), fingerprint)
+            if offline is not None:
+                return len(offline)
+        index = formats.derived_path(directory, split, packing.DOCUMENTS)
+        ends = packing.load_document_ends(files.download(index, work), fingerprint) if files.exists(index) else None
+        if ends is None:
+            ends = _scan_ends(directory, meta, split, work)
+        return len(packing.plan_packing(packing.lengths_of(ends), seq_len + 1, bins))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _scan_ends(directory: str, meta: CorpusMeta, split: str, work: str) -> np.ndarray:
+    found, seen = [], 0
+    for shard in meta.shards(split):
+        path = files.download(files.join(directory, shard.name), work)
+        for chunk in shard_tokens(path, formats.parse_shard_name(shard.name)[3], np.dtype(meta.dtype)):
+            if meta.eos_id is not None:
+                found.append(np.flatnonzero(chunk == meta.eos_id).astype(np.int64) + (seen + 1))
+            seen += len(chunk)
+    ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    if seen and (ends.size == 0 or ends[-1] != seen):
+        ends = np.append(ends, np.int64(seen))
+    return ends
+
+
+def apportion(total: int, weights: Sequence[float]) -> list[int]:
+    """Integer shares of `total` proportional to weights, summing to it exactly (largest remainder)."""
+    exact = [Fraction(w).limit_denominator(10**9) for w in weights]
+    whole = sum(exact)
+    quotas = [total * w / whole for w in exact]
+    shares = [math.floor(q) for q in quotas]
+    by_remainder = sorted(range(len(quotas)), key=lambda i: (-(quotas[i] - shares[i]), i))
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, CorpusMeta, int]]) -> dict[str, Any]:
+    """The plan JSON from each corpus's (path, meta, windows available)."""
+    by_path = {path: (meta, windows) for path, meta, windows in found}
+    formats.check_same_tokenizer({path: meta for path, (meta, _) in by_path.items()})
+    paths = sorted(request.corpora)
+    total = math.ceil(request.tokens / request.seq_len)
+    shares = apportion(total, [request.corpora[p] for p in paths])
+    weight_sum = sum(request.corpora.values())
+    corpora = []
+    for path, share in zip(paths, shares, strict=True):
+        meta, available = by_path[path]
+        if available == 0 and share:
+            raise ValueError(f"{path}: split {request.split!r} packs into no windows, yet the mixture draws {share}")
+        corpora.append(
+            {
+                "path": path,
+                "weight": request.corpora[path] / weight_sum,
+                "windows": share,
+                "windows_available": available,
+                "epochs": share / available if available else 0.0,
+                "tokens_available": sum(s.tokens for s in meta.shards(request.split)),
+                "fingerprint": meta.fingerprint(),
+            }
+        )
+    first = by_path[paths[0]][0]
+    return {
+        "format": MIXTURE_FORMAT,
+        "tokens": request.tokens,
+        "seq_len": request.seq_len,
+        "packing_bins": request.packing_bins,
+        "split": request.split,
+        "windows": total,
+        "tokenizer": first.tokenizer,
+        "tokenizer_hash": first.tokenizer_hash,
+        "corpora": corpora,
+    }
+
+
+class _Measure(beam.DoFn):
+    def __init__(self, request: MixtureRequest) -> None:
+        self.request = request
+
+    def process(self, path: str) -> Iterator[tuple[str, CorpusMeta, int]]:
+        meta = read_corpus_meta(path)
+        r = self.request
+        yield path, meta, corpus_windows(path, meta, r.split, r.seq_len, r.packing_bins)
+
+
+class PlanMixture(beam.PTransform):
+    """A pipeline root → one mixture plan dict, each corpus measured on its own worker."""
+
+    def __init__(self, request: MixtureRequest, label: str | None = None) -> None:
+        super().__init__(label)
+        self.request = request
+
+    def expand(self, root: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            root
+            | "Corpora" >> beam.Create(sorted(self.request.corpora))
+            | "Measure" >> beam.ParDo(_Measure(self.request))
+            | "All" >> beam.combiners.ToList()
+            | "Plan" >> beam.Map(lambda found: mixture_plan(self.request, found))
+        )
+
+
+def write_plan(path: str, plan: Mapping[str, Any]) -> None:
+    """Writes the plan JSON atomically, local or gs://."""
+    data = json.dumps(plan, indent=1, sort_keys=True).encode()
+    if files.is_local(path):
+        temporary = f"{path}.tmp-{os.getpid()}"
+        with open(temporary, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    else:
+        files.write_atomic(path, data, path.rsplit("/", 1)[0])

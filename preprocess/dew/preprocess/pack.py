@@ -1,0 +1,148 @@
+"""PackCorpus: the document index and packing plans of a committed corpus, written ahead of training.
+
+The runtime can compute both itself (dew.data.packing); writing them offline makes its startup O(1).
+They are the runtime's own functions applied to the same data, so the files equal what it would compute:
+the document ends are found shard by shard in parallel (eos positions, offset by the tokens before the
+shard), and the plan, a sequential first-fit, runs once per split on one worker over the lengths alone.
+Each file is stamped with the corpus fingerprint, so a file left from another corpus is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from dew.data import formats, packing
+from dew.data.formats import CorpusMeta
+from dew.preprocess import files
+from dew.preprocess.documents import NAMESPACE
+
+_RECORDS = 4096
+
+
+def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
+    """A local shard's ids in order, in bounded chunks, whatever its file kind."""
+    if ext == "bin":
+        data = np.memmap(path, dtype=dtype, mode="r") if os.path.getsize(path) else np.zeros(0, dtype)
+        for start in range(0, len(data), 1 << 24):
+            yield np.asarray(data[start : start + (1 << 24)])
+    elif ext == "array_record":
+        from array_record.python.array_record_module import ArrayRecordReader
+
+        reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+        try:
+            count = reader.num_records()
+            for start in range(0, count, _RECORDS):
+                records = reader.read(start, min(start + _RECORDS, count))
+                yield np.frombuffer(b"".join(records), dtype=dtype)
+        finally:
+            reader.close()
+    else:
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=_RECORDS):
+            yield batch.column(0).flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+class _ShardEnds(beam.DoFn):
+    """(split, index, shard) → (split, (index, tokens, eos positions + 1 within the shard))."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    def process(self, element: tuple[str, int, formats.Shard], meta: CorpusMeta) -> Iterator[Any]:
+        split, index, shard = element
+        work = tempfile.mkdtemp(prefix="dew-pack-")
+        try:
+            path = files.download(files.join(self.output, shard.name), work)
+            ext = formats.parse_shard_name(shard.name)[3]
+            found, seen = [], 0
+            for chunk in shard_tokens(path, ext, np.dtype(meta.dtype)):
+                if meta.eos_id is not None:
+                    found.append(np.flatnonzero(chunk == meta.eos_id).astype(np.int64) + (seen + 1))
+                seen += len(chunk)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        if seen != shard.tokens:
+            raise ValueError(f"{shard.name} holds {seen} tokens but meta.json records {shard.tokens}")
+        ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        yield split, (index, seen, ends)
+
+
+def split_ends(pieces: Sequence[tuple[int, int, np.ndarray]]) -> np.ndarray:
+    """A split's document ends from its shards' local eos positions: packing.document_ends, assembled."""
+    out, offset = [], 0
+    for _, tokens, ends in sorted(pieces, key=lambda p: p[0]):
+        out.append(ends + offset)
+        offset += tokens
+    ends = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    if offset and (ends.size == 0 or ends[-1] != offset):
+        ends = np.append(ends, np.int64(offset))  # the tail after the last eos is a document too
+    return ends.astype(np.int64)
+
+
+def _save(output: str, name: str, save: Any) -> None:
+    with tempfile.TemporaryDirectory(prefix="dew-derived-") as local:
+        path = os.path.join(local, os.path.basename(name))
+        save(path)
+        files.upload(path, name, output, replace=True)
+
+
+class _PlanSplit(beam.DoFn):
+    def __init__(self, output: str, windows: Sequence[tuple[int, int]]) -> None:
+        self.output = output
+        self.windows = tuple(windows)
+
+    def process(self, element: tuple[str, Any], meta: CorpusMeta) -> Iterator[dict[str, Any]]:
+        split, pieces = element
+        fingerprint = meta.fingerprint()
+        ends = split_ends(list(pieces))
+        where = formats.derived_path(self.output, split, packing.DOCUMENTS)
+        _save(self.output, where, lambda p: packing.save_document_ends(p, fingerprint, ends))
+        lengths = packing.lengths_of(ends)
+        for seq_len, bins in self.windows:
+            plan = packing.plan_packing(lengths, seq_len + 1, bins)
+            name = formats.derived_path(self.output, split, packing.packing_name(seq_len + 1, bins))
+            _save(self.output, name, lambda p, plan=plan: plan.save(p, fingerprint))
+            beam.metrics.Metrics.counter(NAMESPACE, f"packed_windows_{split}").inc(len(plan))
+            yield {
+                "split": split,
+                "seq_len": seq_len,
+                "bins": bins,
+                "documents": len(ends),
+                "windows": len(plan),
+                "padding": round(plan.padding, 6),
+            }
+
+
+class PackCorpus(beam.PTransform):
+    """A PCollection holding one CorpusMeta → derived files in `output`; yields one summary per split and window.
+
+    windows: (seq_len, packing_bins) pairs; each writes `<split>.packing-<seq_len + 1>-<bins>.npz`.
+    The document index `<split>.documents.npz` is written whatever the windows.
+    """
+
+    def __init__(self, output: str, windows: Sequence[tuple[int, int]], label: str | None = None) -> None:
+        super().__init__(label)
+        for seq_len, bins in windows:
+            if seq_len < 1 or bins < 1:
+                raise ValueError(f"packing needs seq_len >= 1 and bins >= 1, got {seq_len} and {bins}")
+        self.output = output
+        self.windows = tuple(windows)
+
+    def expand(self, meta: beam.PCollection) -> beam.PCollection:
+        single = beam.pvalue.AsSingleton(meta)
+        return (
+            meta
+            | "Shards" >> beam.FlatMap(lambda m: [(s, i, x) for s in m.splits for i, x in enumerate(m.splits[s])])
+            | "Spread" >> beam.Reshuffle()
+            | "ShardEnds" >> beam.ParDo(_ShardEnds(self.output), single)
+            | "BySplit" >> beam.GroupByKey()
+            | "Plan" >> beam.ParDo(_PlanSplit(self.output, self.windows), single)
+        )

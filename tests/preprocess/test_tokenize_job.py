@@ -1,0 +1,233 @@
+"""The tokenize job end to end on DirectRunner: content, determinism, commit protocol, crash and rerun."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dew.data import formats, packing
+from dew.data.text import ByteTokenizer, HFTokenizer
+from dew.pipelines import pack as pack_job
+from dew.pipelines import tokenize as job
+from dew.preprocess.commit import OutputConflictError
+from dew.preprocess.pack import shard_tokens
+
+from tests.preprocess.corpora import reference_stream, topics
+
+pytestmark = pytest.mark.beam
+IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def tokenize(inputs: Path, output: Path, *flags: str, runner: list[str] = IN_MEMORY) -> dict:
+    return job.main(["--input", str(inputs / "*"), "--output", str(output), *flags, *runner])
+
+
+def split_tokens(directory: Path, split: str) -> np.ndarray:
+    meta = formats.read_meta(str(directory))
+    parts = []
+    for shard in meta.shards(split):
+        ext = formats.parse_shard_name(shard.name)[3]
+        parts.extend(shard_tokens(str(directory / shard.name), ext, np.dtype(meta.dtype)))
+    return np.concatenate(parts) if parts else np.zeros(0, meta.dtype)
+
+
+def listing(directory: Path) -> dict[str, str]:
+    """Every committed file with its sha256: two runs agree byte for byte when these agree."""
+    return {p.name: formats.sha256_file(str(p)) for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def test_byte_corpus_holds_every_document_in_order_with_eos(text_inputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    found = tokenize(text_inputs, out, "--pack", "--val_fraction", "0.1", "--num_shards", "3", "--seq_len", "64")
+    meta = formats.read_meta(str(out))
+    assert (meta.tokenizer, meta.vocab_size, meta.eos_id, meta.dtype) == ("byte", 257, 256, "uint16")
+    want = reference_stream(topics(40), ByteTokenizer(), 256, np.uint16)
+    cut = len(want) - int(len(want) * 0.1)
+    np.testing.assert_array_equal(split_tokens(out, "train"), want[:cut])
+    np.testing.assert_array_equal(split_tokens(out, "val"), want[cut:])
+    assert [s.name for s in meta.shards("train")] == [f"train-0000{i}-of-00003.bin" for i in range(3)]
+    train = split_tokens(out, "train")
+    starts = np.cumsum([s.tokens for s in meta.shards("train")])[:-1]
+    assert all(train[s - 1] == 256 for s in starts if s > 0)  # shards break between documents
+    for split in meta.splits:
+        for shard in meta.shards(split):
+            formats.verify_shard(str(out), shard, checksum=True)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["documents_in"] == stats["documents_written"] + sum(stats["dropped"].values()) == 40
+    assert found["documents_in"] == 40 and found["files"] == 3
+    assert not (out / ".dew-job.json").exists() and not (out / ".dew-tmp").exists()
+
+
+def test_every_runner_and_worker_count_writes_the_same_bytes(text_inputs: Path, tmp_path: Path) -> None:
+    flags = ("--pack", "--val_fraction", "0.2", "--num_shards", "2", "--format", "array_record", "--seq_len", "32")
+    tokenize(text_inputs, tmp_path / "one", *flags)
+    two = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    tokenize(text_inputs, tmp_path / "two", *flags, runner=two)
+    assert listing(tmp_path / "one") == listing(tmp_path / "two")
+
+
+def test_bin_array_record_and_parquet_hold_the_same_tokens(text_inputs: Path, tmp_path: Path) -> None:
+    streams = {}
+    for ext in ("bin", "array_record", "parquet"):
+        tokenize(text_inputs, tmp_path / ext, "--pack", "--val_fraction", "0.1", "--format", ext)
+        streams[ext] = (split_tokens(tmp_path / ext, "train"), split_tokens(tmp_path / ext, "val"))
+        meta = formats.read_meta(str(tmp_path / ext))
+        assert meta.shards("train")[0].name.endswith(f".{ext}")
+    for ext in ("array_record", "parquet"):
+        for want, got in zip(streams["bin"], streams[ext], strict=True):
+            np.testing.assert_array_equal(want, got)
+
+
+def test_hf_tokenizer_trained_here_and_saved_locally(text_inputs: Path, tmp_path: Path, hf_tokenizer_dir: str) -> None:
+    out = tmp_path / "out"
+    tokenize(text_inputs, out, "--tokenizer", hf_tokenizer_dir, "--pack")
+    tokenizer = HFTokenizer(hf_tokenizer_dir)
+    meta = formats.read_meta(str(out))
+    assert (meta.tokenizer_hash, meta.vocab_size, meta.eos_id) == (
+        tokenizer.fingerprint(),
+        tokenizer.vocab_size,
+        tokenizer.eos_id,
+    )
+    want = reference_stream(topics(40), tokenizer, tokenizer.eos_id, np.uint16)
+    np.testing.assert_array_equal(split_tokens(out, "train"), want)
+    assert list(meta.splits) == ["train"]
+
+
+def test_offline_pack_files_equal_what_the_runtime_computes(text_inputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    tokenize(text_inputs, out, "--pack", "--val_fraction", "0.1", "--num_shards", "2", "--seq_len", "100")
+    pack_job.main(["--corpus", str(out), "--seq_len", "30", "--packing_bins", "3", *IN_MEMORY])
+    meta = formats.read_meta(str(out))
+    fingerprint = meta.fingerprint()
+    for split in ("train", "val"):
+        stream = split_tokens(out, split)
+        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.eos_id)
+        offline = packing.load_document_ends(formats.derived_path(str(out), split, packing.DOCUMENTS), fingerprint)
+        np.testing.assert_array_equal(offline, ends)
+        for seq_len, bins in ((100, 8), (30, 3)):
+            path = formats.derived_path(str(out), split, packing.packing_name(seq_len + 1, bins))
+            offline_plan = packing.PackingPlan.load(path, fingerprint)
+            assert offline_plan == packing.plan_packing(packing.lengths_of(ends), seq_len + 1, bins)
+            assert packing.PackingPlan.load(path, "another corpus") is None
+
+
+def test_crash_then_rerun_skips_committed_shards_and_ends_identical(text_inputs: Path, tmp_path: Path) -> None:
+    flags = ("--pack", "--num_shards", "4", "--format", "array_record", "--seq_len", "50")
+    tokenize(text_inputs, tmp_path / "clean", *flags)
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00002-of-00004.array_record"
+    blocker.mkdir(parents=True)  # a directory where a shard must go: writing that shard fails for real
+    with pytest.raises(Exception, match="train-00002-of-00004"):
+        tokenize(text_inputs, crashed, *flags)
+    assert not (crashed / formats.META).exists()
+    with pytest.raises(FileNotFoundError, match="never committed"):
+        formats.read_meta(str(crashed))
+    committed = {p.name for p in crashed.iterdir() if p.is_file() and formats.parse_shard_name(p.name)}
+    blocker.rmdir()
+    found = tokenize(text_inputs, crashed, *flags)
+    assert found.get("shards_skipped", 0) == len(committed)
+    assert found["shards_written"] == 4 - len(committed)
+    assert listing(crashed) == listing(tmp_path / "clean")
+
+
+def test_rerun_with_another_config_refuses_and_overwrite_leaves_no_stale_shards(
+    text_inputs: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    tokenize(text_inputs, out, "--num_shards", "3")
+    assert tokenize(text_inputs, out, "--num_shards", "3") == {}  # already committed by this very job
+    with pytest.raises(OutputConflictError, match=r"num_shards.*--overwrite"):
+        tokenize(text_inputs, out, "--num_shards", "2")
+    tokenize(text_inputs, out, "--num_shards", "2", "--overwrite")
+    shards = sorted(p.name for p in out.iterdir() if formats.parse_shard_name(p.name))
+    assert shards == ["train-00000-of-00002.bin", "train-00001-of-00002.bin"]
+    (text_inputs / "d.jsonl").write_text(json.dumps({"text": "one more"}) + "\n")
+    with pytest.raises(OutputConflictError, match="inputs"):
+        tokenize(text_inputs, out, "--num_shards", "2")
+
+
+def test_foreign_files_in_the_output_are_refused(text_inputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train-00000-of-00009.bin").write_bytes(b"\0\0")
+    with pytest.raises(OutputConflictError, match="did not write"):
+        tokenize(text_inputs, out)
+
+
+def test_bad_input_is_counted_and_the_books_balance(tmp_path: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    lines = [b'{"text": "good one"}', b"{broken", b'{"text": "\xff\xfe"}', b'{"body": "x"}', b'{"text": ""}']
+    (inputs / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n" + b'{"text": "' + b"x" * 5000 + b'"}\n')
+    (inputs / "b.jsonl.gz").write_bytes(b"this is not gzip")
+    out = tmp_path / "out"
+    found = tokenize(inputs, out, "--pack", "--max_document_bytes", "1000")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["documents_written"] == 1 and stats["files_unreadable"] == 1
+    assert {k: v for k, v in stats["dropped"].items() if v} == {
+        "malformed_json": 1,
+        "invalid_utf8": 1,
+        "missing_field": 1,
+        "empty": 1,
+        "too_long": 1,
+    }
+    assert found["documents_in"] == 6 == stats["documents_in"]
+    with pytest.raises(Exception, match=r"a\.jsonl: row 1: malformed json"):
+        tokenize(inputs, tmp_path / "strict", "--strict")
+
+
+@pytest.mark.gcs
+def test_gs_inputs_and_outputs_through_the_emulator(text_inputs: Path, tmp_path: Path, gcs_emulator: str) -> None:
+    from google.cloud import storage
+
+    bucket = storage.Client.create_anonymous_client().bucket("dew-test")
+    for path in sorted(text_inputs.iterdir()):
+        bucket.blob(f"in/{path.name}").upload_from_filename(str(path))
+    flags = ("--pack", "--num_shards", "2", "--format", "array_record", "--seq_len", "40", "--val_fraction", "0.1")
+    tokenize(text_inputs, tmp_path / "local", *flags)
+    job.main(["--input", "gs://dew-test/in/*", "--output", "gs://dew-test/corpus", *flags, *IN_MEMORY, "--no_auth"])
+    names = sorted(b.name for b in bucket.list_blobs(prefix="corpus/"))
+    local = listing(tmp_path / "local")
+    assert names == sorted(f"corpus/{n}" for n in local)
+    downloaded = tmp_path / "downloaded"
+    downloaded.mkdir()
+    for name in names:
+        bucket.blob(name).download_to_filename(str(downloaded / os.path.basename(name)))
+    # The input manifest names gs:// paths, so meta.json differs; every shard and derived file is identical.
+    for name, digest in local.items():
+        if name != formats.META:
+            assert formats.sha256_file(str(downloaded / name)) == digest, name
+    assert formats.CorpusMeta.from_json(json.loads((downloaded / formats.META).read_text())).fingerprint() == (
+        formats.read_meta(str(tmp_path / "local")).fingerprint()
+    )
+
+
+def test_gzip_zstd_txt_and_parquet_inputs(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    texts = topics(8)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    with gzip.open(inputs / "a.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"text": texts[0]}) + "\n")
+    (inputs / "b.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress((json.dumps({"text": texts[1]}) + "\n").encode())
+    )
+    pq.write_table(pa.table({"text": [texts[2], None, texts[3]]}), inputs / "c.parquet")
+    (inputs / "d.txt").write_text(texts[4])
+    out = tmp_path / "out"
+    tokenize(inputs, out, "--pack")
+    want = reference_stream([texts[0], texts[1], texts[2], texts[3], texts[4]], ByteTokenizer(), 256, np.uint16)
+    np.testing.assert_array_equal(split_tokens(out, "train"), want)
+    assert json.loads((out / "stats.json").read_text())["dropped"]["missing_field"] == 1
+    shutil.rmtree(out)
+    tokenize(inputs, out, "--txt_documents", "line")
+    lines = [line for line in texts[4].split("\n") if line]
+    assert json.loads((out / "stats.json").read_text())["documents_written"] == 4 + len(lines)
