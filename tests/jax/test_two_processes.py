@@ -84,6 +84,11 @@ def test_first_reader_batch_equals_reading_everywhere(cluster_run: tuple[Path, l
             np.testing.assert_array_equal(np.array(report["first_reader"][name]), np.stack(whole))
     for name, steps in reports[0]["val_steps"].items():
         assert steps == 2 == reports[1]["val_steps"][name], name
+    for name in ("data_pipeline", "fsdp_sequence_pipeline"):
+        assert reports[0]["failure"][name] == "OSError: disk gone"
+        assert (
+            reports[1]["failure"][name] == "RuntimeError: the first reader of share 0 of 1 failed: OSError: disk gone"
+        )
 
 
 def test_orbax_save_on_two_processes_restores_on_one(cluster_run: tuple[Path, list[dict]], devices: list) -> None:

@@ -18,6 +18,11 @@ import jax
 import numpy as np
 
 
+class _Broken:
+    def __next__(self) -> None:
+        raise OSError("disk gone")
+
+
 def main(process_id: int, port: int, out: Path) -> None:
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_num_cpu_devices", 4)
@@ -70,6 +75,11 @@ def main(process_id: int, port: int, out: Path) -> None:
         if val is not None:
             val.close()
         report.setdefault("val_steps", {})[name] = steps
+        if part.readers > 1:  # a first reader that fails tells the others rather than leaving them waiting
+            try:
+                first_reader_batch(_Broken() if part.reader == 0 else None, mesh)
+            except (OSError, RuntimeError) as failure:
+                report.setdefault("failure", {})[name] = f"{type(failure).__name__}: {failure}"
 
     # Orbax: the data position beside a model state sharded over both processes.
     mesh = Mesh(devices, ("data",))

@@ -194,13 +194,14 @@ def first_reader_batch(batches: Iterator[Any] | None, mesh: Mesh, batch_axes: Se
         return _decode(*hand(None), me)
     try:
         batch = next(_required(batches, me))
+        payload = _encode(batch)  # inside the try: a batch that cannot be sent must not leave the others waiting
     except StopIteration:
         hand((_END, b""))
         raise
     except Exception as failure:
         hand((_FAILED, f"{type(failure).__name__}: {failure}".encode()))
         raise
-    hand((_BATCH, _encode(batch)))
+    hand((_BATCH, payload))
     return batch
 
 
@@ -268,8 +269,10 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
 
     One device per process is placed in a [share, reader] mesh and an all-gather over the reader axis
     runs on the accelerators' own interconnect, so a batch never travels through the coordinator. Each
-    exchange is two collectives: a fixed-size header, then the payload padded to a power of two so that a
-    run compiles a handful of sizes rather than one per batch.
+    exchange is two collectives: a header, then the payload padded to a power of two so that a run
+    compiles a handful of sizes rather than one per batch. Every process of the mesh runs one program,
+    so the header also carries the largest payload of any share: all shares then send that size, even
+    when one share's stream has ended or its batches are smaller.
     """
     counts = {p.count for p in layout.partitions.values()}
     readers = {p.readers for p in layout.partitions.values()}
@@ -287,27 +290,36 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
     sharding = NamedSharding(hand_mesh, spec)
     device = layout.devices[jax.process_index()]
 
-    @jax.jit
-    def from_first(x: jax.Array) -> jax.Array:
-        def gather(local: jax.Array) -> jax.Array:
-            return jax.lax.all_gather(local, "reader", axis=1, tiled=True)[:, :1]
+    def first(local: jax.Array) -> jax.Array:
+        return jax.lax.all_gather(local, "reader", axis=1, tiled=True)[:, :1]
 
-        return jax.shard_map(gather, mesh=hand_mesh, in_specs=spec, out_specs=spec)(x)
+    def header(local: jax.Array) -> jax.Array:
+        mine = first(local)  # [1, 1, (status, size)]
+        return jax.numpy.concatenate([mine, jax.lax.pmax(mine[..., 1:], ("share", "reader"))], axis=-1)
 
-    def exchange(local: np.ndarray) -> np.ndarray:
+    on_mesh = functools.partial(jax.shard_map, mesh=hand_mesh, in_specs=spec, out_specs=spec)
+    header_of, payload_of = jax.jit(on_mesh(header)), jax.jit(on_mesh(first))
+
+    def exchange(fn: Callable[[jax.Array], jax.Array], local: np.ndarray) -> np.ndarray:
         shape = (count, per_share, *local.shape)
         array = jax.make_array_from_single_device_arrays(shape, sharding, [jax.device_put(local[None, None], device)])
-        return np.asarray(from_first(array).addressable_shards[0].data)[0, 0]
+        return np.asarray(fn(array).addressable_shards[0].data)[0, 0]
 
     def hand(message: tuple[int, bytes] | None) -> tuple[int, bytes]:
         status, payload = message if message is not None else (_BATCH, b"")
-        header = exchange(np.array([status, len(payload)], dtype=np.int64))
-        status, size = int(header[0]), int(header[1])
-        # Every process learns the size from the header, so all of them run the same second collective.
+        if len(payload) >= _MAX_PAYLOAD:
+            raise ValueError(f"a batch of {len(payload)} bytes is too large to hand over; split it into smaller steps")
+        status, size, largest = (int(v) for v in exchange(header_of, np.array([status, len(payload)], np.int32)))
+        if not largest:
+            return status, b""
         # Sent as 32-bit words: XLA's CPU collectives move them about twice as fast as single bytes.
-        return status, exchange(_padded(payload, size).view(np.uint32)).tobytes()[:size] if size else b""
+        return status, exchange(payload_of, _padded(payload, largest).view(np.uint32)).tobytes()[:size]
 
     return hand
+
+
+# The header counts bytes in int32, jax's default integer width.
+_MAX_PAYLOAD = 1 << 31
 
 
 def _padded(payload: bytes, size: int) -> np.ndarray:
