@@ -1,0 +1,102 @@
+"""Packing: padding against first-fit-decreasing, planning speed, and time to first batch with an offline plan.
+
+Run: .venv/bin/python benchmarks/bench_packing.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import numpy as np
+
+WINDOW, BINS = 2049, 8
+
+
+def web_lengths(count: int, seed: int = 0) -> np.ndarray:
+    """Document lengths shaped like web text: log-normal, median ~400 tokens, a long tail."""
+    rng = np.random.default_rng(seed)
+    return np.minimum(rng.lognormal(6.0, 1.2, size=count).astype(np.int64) + 1, 100_000)
+
+
+def ffd_padding(lengths: np.ndarray, window: int) -> float:
+    """First-fit-decreasing over the same pieces, with as many bins as it likes (the offline ideal)."""
+    fulls, rests = np.divmod(lengths, window)
+    pieces = np.sort(rests[rests > 0])[::-1]
+    free = np.full(len(pieces), window, dtype=np.int64)
+    used = 0
+    for size in pieces.tolist():
+        slot = int(np.argmax(free[: used + 1] >= size))
+        free[slot] -= size
+        used = max(used, slot + 1)
+    windows = used + int(fulls.sum())
+    return 1.0 - int(lengths.sum()) / (windows * window)
+
+
+def write_corpus(directory: str, tokens: int, seed: int) -> None:
+    from dew.data import formats
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, 50000, size=tokens, dtype=np.uint16)
+    ends = np.cumsum(web_lengths(tokens // 300, seed))
+    ids[ends[ends <= tokens] - 1] = 0
+    name = formats.shard_name("train", 0, 1, "bin")
+    ids.tofile(f"{directory}/{name}")
+    shard = formats.Shard(name, tokens, 0, ids.nbytes, formats.sha256_file(f"{directory}/{name}"))
+    meta = formats.CorpusMeta("bench", "0" * 64, 50000, "uint16", 0, None, {"train": (shard,)})
+    formats.write_meta(directory, meta)
+
+
+def first_batch_seconds(directory: str, offline: bool) -> float:
+    from dew.data import DataPartition, Loading, PackedTokens, formats
+    from dew.data.packing import DOCUMENTS, document_ends, lengths_of, packing_name, plan_packing, save_document_ends
+
+    if offline:  # what the Beam pack job leaves beside the shards
+        fingerprint = formats.read_meta(directory).fingerprint()
+        ids = np.fromfile(f"{directory}/train-00000-of-00001.bin", dtype=np.uint16)
+        ends = document_ends(len(ids), lambda a, b: ids[a:b], 0)
+        save_document_ends(formats.derived_path(directory, "train", DOCUMENTS), fingerprint, ends)
+        plan = plan_packing(lengths_of(ends), WINDOW, BINS)
+        plan.save(formats.derived_path(directory, "train", packing_name(WINDOW, BINS)), fingerprint)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        spec = PackedTokens(path=directory, seq_len=WINDOW - 1, val_batches=0, loading=Loading(workers=0, threads=2))
+        with spec.load(batch=8).train(DataPartition()) as stream:
+            next(stream)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    from dew.data.packing import plan_packing
+
+    lengths = web_lengths(20_000)
+    ideal = ffd_padding(lengths, WINDOW)
+    print(f"padding: first-fit-decreasing       {100 * ideal:.2f}%")
+    for bins in (BINS, 16, 32):
+        ours = plan_packing(lengths, WINDOW, bins).padding
+        print(
+            f"padding: plan_packing, bins={bins:<3}     {100 * ours:.2f}%, "
+            f"gap {100 * (ours - ideal):+.2f} pp (target <= 1)"
+        )
+
+    many = web_lengths(1_000_000, seed=1)
+    start = time.perf_counter()
+    plan_packing(many, WINDOW, BINS)
+    seconds = time.perf_counter() - start
+    print(f"planning speed                      {len(many) / seconds / 1e3:.0f} k documents/s")
+
+    small, large = tempfile.mkdtemp(), tempfile.mkdtemp()
+    write_corpus(small, 4_000_000, seed=2)
+    write_corpus(large, 40_000_000, seed=3)
+    first_batch_seconds(small, offline=False)  # imports grain and friends outside the timing
+    cold = first_batch_seconds(large, offline=False)
+    t_small, t_large = first_batch_seconds(small, offline=True), first_batch_seconds(large, offline=True)
+    print(f"first batch, offline plan: 4M tokens {1e3 * t_small:.0f} ms, 40M tokens {1e3 * t_large:.0f} ms")
+    print(f"10x corpus / small corpus           {t_large / t_small:5.2f}x  (target <= 1.2x)")
+    print(f"40M tokens planned at runtime       {1e3 * cold:.0f} ms ({cold / t_large:.1f}x the offline start)")
+
+
+if __name__ == "__main__":
+    main()

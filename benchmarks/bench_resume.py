@@ -1,0 +1,64 @@
+"""Restoring a data position at record 10**9 against a fresh start, for windows and a mixture.
+
+Both are index arithmetic, so the restore should cost what a fresh start costs.
+Run: .venv/bin/python benchmarks/bench_resume.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import numpy as np
+
+
+def first_batch(reader, state=None) -> float:
+    from dew.data import DataPartition
+
+    start = time.perf_counter()
+    with reader(DataPartition()) as stream:
+        if state is not None:
+            stream.set_state(state)
+        next(stream)
+    return time.perf_counter() - start
+
+
+def compare(label: str, reader) -> None:
+    from dew.data import DataPartition
+
+    with reader(DataPartition()) as stream:
+        state = {**stream.get_state(), "records": 10**9}
+    first_batch(reader)  # warm the imports and the page cache
+    fresh = min(first_batch(reader) for _ in range(25))
+    restored = min(first_batch(reader, state) for _ in range(25))
+    print(
+        f"{label:<22} fresh {1e3 * fresh:6.1f} ms, at record 1e9 {1e3 * restored:6.1f} ms: {restored / fresh:4.2f}x"
+        " (target <= 1.2x)"
+    )
+
+
+def main() -> None:
+    from dew.data import Loading, TokenWindows
+    from dew.data.dataset import global_dataset
+    from dew.data.mixture import Corpus, MixtureOrder
+    from dew.data.tokens import TokenBytes, TokenWindowSource
+
+    directory = tempfile.mkdtemp()
+    np.random.default_rng(0).integers(0, 50000, size=20_000_000, dtype=np.uint16).tofile(f"{directory}/a.bin")
+    np.random.default_rng(1).integers(0, 50000, size=7_000_000, dtype=np.uint16).tofile(f"{directory}/b.bin")
+    serial = Loading(workers=0, threads=2, read_buffer=64)
+    windows = TokenWindows(path=f"{directory}/a.bin", seq_len=2048, val_batches=0, loading=serial).load(batch=32)
+    compare("TokenWindows", windows.train)
+    order = MixtureOrder(
+        [
+            Corpus("a", TokenWindowSource(TokenBytes(f"{directory}/a.bin"), 2048), 0.7),
+            Corpus("b", TokenWindowSource(TokenBytes(f"{directory}/b.bin"), 2048), 0.3),
+        ],
+        seed=0,
+    )
+    mixed = global_dataset(train=None, val=None, batch=32, seed=0, loading=serial, val_batches=None, order=order)
+    compare("mixture of two corpora", mixed.train)
+
+
+if __name__ == "__main__":
+    main()
