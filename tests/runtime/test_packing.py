@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dew.data import formats
 from dew.data.packing import (
     PackingPlan,
@@ -14,8 +17,6 @@ from dew.data.packing import (
     plan_packing,
     save_document_ends,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def reference_plan(lengths: list[int], window: int, bins: int) -> list[list[tuple[int, int, int]]]:

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+
 from dew.data import formats
 
 DOCUMENTS = "documents"
