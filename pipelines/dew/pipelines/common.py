@@ -93,3 +93,6 @@ def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:
 
 def configure_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Beam's local workers relay their own start-up warnings (semi_persistent_directory, unparseable
+    # args) on every run; they say nothing about the job, and real failures still raise.
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
