@@ -8,6 +8,7 @@ PrismRunner, which downloads a binary from the internet. Any other --runner (Dat
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -20,6 +21,19 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
+
+
+def switch(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    """A boolean flag that also takes a value: `--pack`, and `--pack=true` as flex templates pass it."""
+
+    def parse(text: str) -> bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise argparse.ArgumentTypeError(f"{name} takes true or false, got {text!r}")
+
+    parser.add_argument(name, nargs="?", const=True, default=False, type=parse, help=help)
 
 
 def pipeline_options(rest: Sequence[str]) -> PipelineOptions:

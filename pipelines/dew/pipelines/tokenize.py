@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", required=True, help="file, glob or gs:// pattern; repeatable")
     p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
     p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
-    p.add_argument("--pack", action="store_true", help="write the eos id after every document")
+    common.switch(p, "--pack", "write the eos id after every document")
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
@@ -44,8 +44,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max_document_bytes", type=int, default=64 << 20, help="longer documents are dropped as too_long")
     p.add_argument("--batch_size", type=int, default=512, help="documents per tokenizer call")
-    p.add_argument("--strict", action="store_true", help="fail on the first bad document instead of counting it")
-    p.add_argument("--overwrite", action="store_true", help="replace an output written by another config")
+    common.switch(p, "--strict", "fail on the first bad document instead of counting it")
+    common.switch(p, "--overwrite", "replace an output written by another config")
     return p
 
 

@@ -1,0 +1,23 @@
+"""Flex-template entry point: `--job tokenize|pack|plan-mixture` picks the job, every other flag goes to it.
+
+The launcher image runs this file as a script, so it lives outside the dew package: run from inside
+dew/pipelines/ it would put that directory on sys.path, where tokenize.py shadows the standard library's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dew.pipelines.cli import JOBS, main
+
+
+def run(argv: list[str]) -> int:
+    chooser = argparse.ArgumentParser(add_help=False)
+    chooser.add_argument("--job", default="tokenize", choices=sorted(JOBS))
+    known, rest = chooser.parse_known_args(argv)
+    return main([known.job, *rest])
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))
