@@ -86,6 +86,8 @@ def prepare_tfds(data_dir: Path, *, size: int = 24, version: str = "1.0.0", conf
                     "text": tfds.features.Text(),
                     "n": np.int64,
                     "vec": tfds.features.Tensor(shape=(3,), dtype=np.int32),
+                    # Stored zlib-compressed, so SkipDecoding has bytes on disk to hand back.
+                    "packed": tfds.features.Tensor(shape=(2,), dtype=np.int64, encoding=tfds.features.Encoding.ZLIB),
                 }
             )
             return tfds.core.DatasetInfo(builder=self, features=features)
@@ -95,7 +97,8 @@ def prepare_tfds(data_dir: Path, *, size: int = 24, version: str = "1.0.0", conf
 
         def _generate_examples(self, start: int, count: int) -> Any:
             for i in range(start, start + count):
-                yield i, {"text": f"doc {i}", "n": i, "vec": np.array([i, i + 1, i + 2], np.int32)}
+                vec, packed = np.array([i, i + 1, i + 2], np.int32), np.array([i, -i], np.int64)
+                yield i, {"text": f"doc {i}", "n": i, "vec": vec, "packed": packed}
 
     builder = DewTiny(data_dir=str(data_dir), config=config, file_format="array_record")
     builder.download_and_prepare()

@@ -14,6 +14,11 @@ from dew.data.partition import DataPartition
 from dew.data.phases import DataPhase
 from dew.data.preference import IDS_KEY, MASK_KEY, PreferencePairs
 from dew.data.prompts import Prompts
+from dew.data.providers.hf_options import HFOptions
+from dew.data.providers.hf_source import HFDatasetSource
+from dew.data.providers.hub import HubDataset
+from dew.data.providers.load import load
+from dew.data.providers.tfds import PreparedTFDS, TFDSOptions
 from dew.data.ramp import Ramp, Stage, ramped
 from dew.data.records import Records
 from dew.data.registry import datasets
@@ -43,16 +48,21 @@ __all__ = [
     "Dataset",
     "DatasetSpec",
     "GlobalStream",
+    "HFDatasetSource",
+    "HFOptions",
     "HFTokenizer",
+    "HubDataset",
     "Loading",
     "PackedTokens",
     "PreferencePairs",
+    "PreparedTFDS",
     "Prompts",
     "Ramp",
     "Reader",
     "Records",
     "Role",
     "Stage",
+    "TFDSOptions",
     "TokenBytes",
     "TokenColumn",
     "TokenDocumentSource",
@@ -63,6 +73,7 @@ __all__ = [
     "Tokenize",
     "datasets",
     "json_list_argument",
+    "load",
     "mixed_records",
     "mixture",
     "position",

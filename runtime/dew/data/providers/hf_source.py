@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hooks import Hooked, Preprocess, collate_columns, collate_rows
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from dew.data.records import collate
 
 Hook = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -84,6 +85,11 @@ class Hooked:
             at = f"record {indices[n]}" if indices is not None else "a record"
             try:
                 result = self._function(dict(record))
+            except StopIteration:
+                # Raised through a grain iterator it would end the stream as if the data ran out.
+                raise RuntimeError(
+                    f"preprocess {label(self.hook)} raised StopIteration on {at} of {self.where}"
+                ) from None
             except KeyError as missing:
                 raise KeyError(
                     f"preprocess {label(self.hook)} looked for column {missing.args[0]!r}, which {at} of "

@@ -1,0 +1,93 @@
+"""load(): a provider's dataset by its "provider/name" address, built as the registered spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dew.data.dataset import Dataset
+from dew.data.providers.base import Named
+from dew.data.providers.hf_options import HFOptions
+from dew.data.providers.hooks import Preprocess
+from dew.data.providers.hub import HubDataset
+from dew.data.providers.tfds import TFDSOptions
+from dew.data.registry import datasets
+from dew.data.spec import Loading
+
+# Each provider's options type; the provider's name is also its registered kind.
+_PROVIDERS: dict[str, type] = {"hf": HFOptions, "tfds": TFDSOptions}
+
+
+def load(
+    source: Named,
+    *,
+    batch: int,
+    options: HFOptions | TFDSOptions | None = None,
+    split: str = "train",
+    val_split: str | None = None,
+    val_batches: int | None = None,
+    records: int | None = None,
+    preprocess: Preprocess | None = None,
+    seed: int = 0,
+    shuffle_buffer: int = 0,
+    streaming: bool = False,
+    loading: Loading | None = None,
+    dataset: Any = None,
+) -> Dataset:
+    """The Dataset behind `source`, read where its provider already holds it.
+
+    `source` is "tfds/<builder>" or "hf/<name>", or a {source: weight} mixture of one provider's
+    datasets, each weight the share of a step it fills. This builds the registered spec and loads it:
+    load("hf/x", batch=8, options=o) is datasets["hf"](name="x", options=o).load(batch=8), so a run that
+    wants the spec in its config can write that instead. `options` is the provider's own type, and the
+    other provider's is a TypeError naming both. `dataset` is an HF split the caller already holds
+    (a datasets.Dataset or IterableDataset), passed to HubDataset.rows because a table has no config.
+    """
+    provider, name = _address(source)
+    kind, options_type = datasets[provider], _PROVIDERS[provider]  # "hf" is HubDataset, "tfds" PreparedTFDS
+    if options is not None and not isinstance(options, options_type):
+        raise TypeError(
+            f"{provider} sources take {options_type.__name__} as options, got {type(options).__name__}; "
+            + ", ".join(f"{p} takes {t.__name__}" for p, t in _PROVIDERS.items())
+        )
+    fields: dict[str, Any] = {
+        "name": name,
+        "split": split,
+        "val_split": val_split,
+        "val_batches": val_batches,
+        "records": records,
+        "preprocess": preprocess,
+        "seed": seed,
+        "loading": loading or Loading(),
+        "options": options or options_type(),
+    }
+    if provider == "hf":
+        spec: HubDataset = kind(streaming=streaming, shuffle_buffer=shuffle_buffer, **fields)
+        return spec.load(batch=batch) if dataset is None else spec.rows(batch=batch, dataset=dataset)
+    if streaming or shuffle_buffer:
+        raise ValueError("tfds sources are read by index: streaming= and shuffle_buffer= are for hf sources")
+    if dataset is not None:
+        raise TypeError("dataset= is an HF split held in memory; a tfds source reads its prepared files")
+    return kind(**fields).load(batch=batch)
+
+
+def _address(source: Named) -> tuple[str, str | dict[str, float]]:
+    """(provider, the spec's name field) of "provider/name" or a {"provider/name": weight} mapping."""
+    if isinstance(source, str):
+        return _split(source)
+    if not isinstance(source, Mapping) or not source:
+        raise TypeError(f"source is 'provider/name' or a non-empty {{source: weight}} mapping, got {source!r}")
+    parts = {key: _split(key) for key in source}
+    providers = sorted({p for p, _ in parts.values()})
+    if len(providers) > 1:
+        raise ValueError(
+            f"a mixture reads one provider through one options value; {dict(source)} mixes {' and '.join(providers)}"
+        )
+    return providers[0], {parts[key][1]: weight for key, weight in source.items()}
+
+
+def _split(source: str) -> tuple[str, str]:
+    provider, sep, name = source.partition("/") if isinstance(source, str) else ("", "", "")
+    if not sep or provider not in _PROVIDERS or not name:
+        raise ValueError(f"source {source!r} is not 'tfds/<builder>' or 'hf/<name>'")
+    return provider, name
