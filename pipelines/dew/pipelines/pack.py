@@ -28,8 +28,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Runs the job; returns one summary per split and seq_len (windows, padding)."""
+def main(argv: Sequence[str] | None = None) -> dict[str, int]:
+    """Runs the job; prints one line per split and seq_len (windows, padding) and returns the counters."""
     common.configure_logging()
     args, rest = parser().parse_known_args(argv)
     options = common.pipeline_options(rest)
@@ -38,22 +38,20 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     if meta.eos_id is None:
         print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]
-    summaries: list[dict[str, Any]] = []
     pipeline = common.make_pipeline(options)
     (
         pipeline
         | "Meta" >> beam.Create([meta])
         | "Pack" >> PackCorpus(corpus, windows)
         | "Collect" >> beam.combiners.ToList()
-        | "Report" >> beam.Map(lambda found: _print(found, summaries))
+        | "Report" >> beam.Map(_print)
     )
-    common.run(pipeline)
-    return summaries
+    _, found, _ = common.run(pipeline)
+    return found
 
 
-def _print(found: list[dict[str, Any]], into: list[dict[str, Any]]) -> None:
+def _print(found: list[dict[str, Any]]) -> None:
     for row in sorted(found, key=lambda r: (r["split"], r["seq_len"])):
-        into.append(row)
         print(
             f"{row['split']}: seq_len {row['seq_len']}, {row['documents']:,} documents → "
             f"{row['windows']:,} windows, padding {row['padding']:.2%}",

@@ -18,6 +18,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common
+from dew.preprocess.files import read_bytes
 from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
 
 
@@ -52,16 +53,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     request = MixtureRequest(
         corpora=corpora, tokens=int(args.tokens), seq_len=args.seq_len, packing_bins=args.packing_bins, split=args.split
     )
-    plans: list[dict[str, Any]] = []
     pipeline = common.make_pipeline(options)
-    pipeline | "PlanMixture" >> PlanMixture(request) | "Keep" >> beam.Map(plans.append)
+    # The plan is written by the pipeline itself: on Dataflow the launcher never sees its elements.
+    output = args.output
+    pipeline | "PlanMixture" >> PlanMixture(request) | "Write" >> beam.Map(lambda plan: write_plan(output, plan))
     common.run(pipeline)
-    if not plans:
-        raise RuntimeError("the mixture pipeline produced no plan")
-    write_plan(args.output, plans[0])
-    json.dump(plans[0], sys.stdout, indent=1)
+    plan = json.loads(read_bytes(output))
+    json.dump(plan, sys.stdout, indent=1)
     print(file=sys.stdout)
-    return plans[0]
+    return plan
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""plan-mixture: windows per corpus from the packing plan the runtime would use, epochs, one tokenizer only."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dew.data import formats, packing
+from dew.pipelines import cli
+from dew.pipelines import tokenize as tokenize_job
+from dew.preprocess.mixture import apportion
+from tests.preprocess.corpora import topics, write_jsonl
+from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens
+
+pytestmark = pytest.mark.beam
+
+
+def corpus(tmp_path: Path, name: str, texts: list[str], *flags: str) -> Path:
+    source = tmp_path / f"{name}-in"
+    source.mkdir()
+    write_jsonl(source / "docs.jsonl", texts)
+    out = tmp_path / name
+    tokenize_job.main(["--input", str(source / "*"), "--output", str(out), "--pack", *flags, *IN_MEMORY])
+    return out
+
+
+def test_plan_counts_windows_and_epochs_and_refuses_mixed_tokenizers(tmp_path: Path, hf_tokenizer_dir: str) -> None:
+    web = corpus(tmp_path, "web", topics(30)[:20], "--seq_len", "64")  # offline plan present
+    code = corpus(tmp_path, "code", topics(30)[20:])  # planned on the spot
+    plan_path = tmp_path / "mixture.json"
+    flags = ["--corpus", f"{web}=3", "--corpus", f"{code}=1", "--tokens", "20000", "--seq_len", "64"]
+    cli.main(["plan-mixture", *flags, "--output", str(plan_path), *IN_MEMORY])
+    plan = json.loads(plan_path.read_text())
+    assert plan["windows"] == -(-20000 // 64) == sum(c["windows"] for c in plan["corpora"])
+    by_path = {c["path"]: c for c in plan["corpora"]}
+    for path, weight in ((web, 0.75), (code, 0.25)):
+        entry = by_path[str(path)]
+        meta = formats.read_meta(str(path))
+        stream = split_tokens(path, "train")
+        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.eos_id)
+        assert entry["windows_available"] == len(packing.plan_packing(packing.lengths_of(ends), 65, 8))
+        assert entry["weight"] == weight and abs(entry["windows"] - weight * plan["windows"]) <= 1
+        assert entry["epochs"] == pytest.approx(entry["windows"] / entry["windows_available"])
+        assert entry["fingerprint"] == meta.fingerprint()
+    other = corpus(tmp_path, "other", topics(5), "--tokenizer", hf_tokenizer_dir)
+    with pytest.raises(Exception, match="different tokenizers"):
+        mixed = ["--corpus", str(web), "--corpus", str(other), "--tokens", "100", "--seq_len", "8", "--output", "y"]
+        cli.main(["plan-mixture", *mixed, *IN_MEMORY])
+    with pytest.raises(Exception, match="not a committed corpus"):
+        cli.main(
+            ["plan-mixture", "--corpus", str(tmp_path / "nowhere"), "--tokens", "9", "--seq_len", "8", "--output", "x"]
+        )
+
+
+@given(total=st.integers(0, 10**6), weights=st.lists(st.floats(0.01, 100), min_size=1, max_size=6))
+def test_apportion_is_exact_and_within_one_of_the_quota(total: int, weights: list[float]) -> None:
+    shares = apportion(total, weights)
+    assert sum(shares) == total
+    exact = [Fraction(w).limit_denominator(10**9) for w in weights]
+    for share, w in zip(shares, exact, strict=True):
+        assert abs(share - total * w / sum(exact)) < 1
