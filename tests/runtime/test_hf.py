@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import DataPartition, HFDatasetSource, HFOptions, HubDataset, TFDSOptions, datasets, ramped
+from dew.data import DataPartition, HFDatasetSource, HFOptions, HubDataset, Loading, TFDSOptions, datasets, ramped
 from dew.data.ramp import Ramp
 from tests.runtime.providers_support import SERIAL, ns, rows, shout, write_jsonl, write_parquet
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_batches_equal, assert_resume_exact, read_global
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +190,14 @@ def test_a_ramp_grows_the_indexed_stream(loaded) -> None:
     run = ramped(loaded, Ramp(start=6, increment=6, samples=12))
     batches, state = read_global(run.train, 2, 4)
     assert [len(b["n"]) for b in batches] == [6, 6, 12, 12] and state["records"] == 36
+
+
+@pytest.mark.slow
+def test_worker_processes_reopen_a_table_handed_over_in_memory() -> None:
+    table = hf.Dataset.from_dict({"n": np.arange(24), "text": [f"row {i}" for i in range(24)]})
+    spec = HubDataset(name="held", seed=3, loading=SERIAL)
+    in_process = spec.rows(batch=6, dataset=table)
+    in_workers = dataclasses.replace(spec, loading=Loading(workers=1, threads=2, read_buffer=8)).rows(
+        batch=6, dataset=table
+    )
+    assert_batches_equal(read_global(in_process.train, 1, 5)[0], read_global(in_workers.train, 1, 5)[0])

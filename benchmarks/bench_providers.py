@@ -1,0 +1,110 @@
+"""HF and TFDS providers: reading whole batches by index, against same-run per-record baselines.
+
+1. HFDatasetSource.read_batch (one Arrow take per shuffled batch) against reading the same records
+   one `dataset[i]` at a time and collating them (what a per-record Grain map over the table does).
+2. TFDSRecords.read_batch (one ArrayRecord __getitems__ per batch) against TFDS's data source read one
+   record at a time, the same way.
+3. The whole training stream of HubDataset (shuffled order, shares, Grain) against (1)'s batch reads:
+   the ratio is what the stream costs over the reads it makes.
+Run: .venv/bin/python benchmarks/bench_providers.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from dew.data import DataPartition, HFDatasetSource, HubDataset, Loading, TFDSOptions
+from dew.data.records import collate
+from tests.runtime.providers_support import prepare_tfds
+
+BATCH = 256
+
+
+def rate(fn, count: int, seconds: float = 3.0) -> float:
+    """Items per second of fn(), which handles `count` items, repeated for about `seconds`."""
+    fn()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        calls += 1
+    return calls * count / (time.perf_counter() - start)
+
+
+def batches_of(size: int, seed: int = 0) -> list[np.ndarray]:
+    order = np.random.default_rng(seed).permutation(size)
+    return [order[i : i + BATCH] for i in range(0, size - BATCH + 1, BATCH)]
+
+
+def report(name: str, ours: float, baseline: float, unit: str = "records/s") -> None:
+    print(f"{name}: {ours:,.0f} {unit} vs baseline {baseline:,.0f} {unit} -> ratio {ours / baseline:.1f}x")
+
+
+def bench_hf(root: Path) -> float:
+    import datasets as hf
+
+    size = 100_000
+    table = hf.Dataset.from_dict(
+        {"n": np.arange(size), "text": [f"document {i} " * 4 for i in range(size)], "vec": np.ones((size, 8))}
+    )
+    saved = root / "hf"
+    table.save_to_disk(str(saved))
+    source = HFDatasetSource(str(saved), "train")
+    batches = batches_of(size)
+    it = iter(range(10**9))
+
+    def ours() -> None:
+        source.read_batch(batches[next(it) % len(batches)])
+
+    def per_record() -> None:
+        ds = source.table()
+        collate([ds[int(i)] for i in batches[next(it) % len(batches)]])
+
+    ours_rate = rate(ours, BATCH)
+    report("hf read_batch", ours_rate, rate(per_record, BATCH))
+    return ours_rate
+
+
+def bench_tfds(root: Path) -> None:
+    size = 20_000
+    prepare_tfds(root / "tfds", size=size)
+    source = TFDSOptions(path=str(root / "tfds"), config="small").source("dew_tiny", "train")
+    batches = batches_of(size)
+    it = iter(range(10**9))
+
+    def ours() -> None:
+        source.read_batch(batches[next(it) % len(batches)])
+
+    def per_record() -> None:
+        opened = source.open()
+        collate([opened[int(i)] for i in batches[next(it) % len(batches)]])
+
+    report("tfds read_batch", rate(ours, BATCH), rate(per_record, BATCH))
+
+
+def bench_stream(root: Path, reads: float) -> None:
+    spec = HubDataset(name=str(root / "hf"), seed=0, loading=Loading(workers=0, threads=2, read_buffer=2 * BATCH))
+    stream = spec.load(batch=BATCH).train(DataPartition())
+    try:
+        report("hf training stream", rate(lambda: next(stream), BATCH), reads)
+    finally:
+        stream.close()
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        reads = bench_hf(root)
+        bench_stream(root, reads)
+        bench_tfds(root)
+
+
+if __name__ == "__main__":
+    main()
