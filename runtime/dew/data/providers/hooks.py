@@ -77,7 +77,7 @@ class Hooked:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["hook"], state["where"])
 
-    def apply(self, records: Iterable[Mapping[str, Any]], indices: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    def apply(self, records: Iterable[Mapping[str, Any]], indices: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         if self._function is None:
             self._function = resolve(self.hook)
         out = []
