@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import remote
+
 META = "meta.json"
 TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
@@ -137,7 +139,14 @@ def write_meta(directory: str, meta: CorpusMeta) -> None:
 def read_meta(directory: str) -> CorpusMeta:
     """The committed meta.json of a corpus directory, refusing an uncommitted one by path."""
     path = os.path.join(directory, META)
-    if not os.path.exists(path):
+    if remote.is_remote(path):
+        try:
+            return CorpusMeta.from_json(json.loads(remote.read_bytes(path)), where=path)
+        except FileNotFoundError:
+            pass  # reported below, as for a local directory
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
+    if remote.is_remote(path) or not os.path.exists(path):
         raise FileNotFoundError(
             f"{directory} has no {META}: the corpus was never committed (a preprocess job still running, "
             "or one that crashed). Rerun `dew-preprocess tokenize ... --output "
@@ -161,8 +170,13 @@ def read_sibling_meta(path: str) -> dict[str, Any] | None:
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
-    """The local path of a committed shard, after checking its size (and sha256 when asked)."""
+    """The local path of a committed shard, after checking its size (and sha256 when asked).
+
+    A gs:// shard is fetched into the local cache and always checked against its sha256 there.
+    """
     path = os.path.join(directory, shard.name)
+    if remote.is_remote(path):
+        return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is listed in {META} but missing; rerun the preprocess job")
     size = os.path.getsize(path)

@@ -1,0 +1,51 @@
+"""Fixtures shared by every suite: a GCS emulator on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+BUCKET = "dew-test"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[str]:
+    """gcp-storage-emulator on 127.0.0.1 with bucket dew-test; STORAGE_EMULATOR_HOST points Beam and gcsfs at it.
+
+    It serves from memory and stops with the session; nothing leaves the machine.
+    """
+    from gcp_storage_emulator.server import create_server
+
+    port = _free_port()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
+    server.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError("the GCS emulator did not start within 10 s") from None
+            time.sleep(0.05)
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    try:
+        yield os.environ["STORAGE_EMULATOR_HOST"]
+    finally:
+        server.stop()
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous

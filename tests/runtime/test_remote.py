@@ -1,0 +1,106 @@
+"""gs:// corpora: meta.json read remotely, shards fetched into a bounded, checked local cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from dew.data import formats, remote
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.gcs
+
+
+def _upload(uri: str, data: bytes) -> None:
+    fs = remote._filesystem()
+    with fs.open(uri, "wb") as f:
+        f.write(data)
+    fs.invalidate_cache()
+
+
+def _commit_corpus(root: str, tokens: np.ndarray) -> formats.CorpusMeta:
+    data = tokens.astype(np.uint16).tobytes()
+    name = formats.shard_name("train", 0, 1, "bin")
+    _upload(f"{root}/{name}", data)
+    shard = formats.Shard(name, len(tokens), 1, len(data), hashlib.sha256(data).hexdigest())
+    meta = formats.CorpusMeta(
+        tokenizer="byte",
+        tokenizer_hash="h",
+        vocab_size=257,
+        dtype="uint16",
+        eos_id=256,
+        bos_id=None,
+        splits={"train": (shard,)},
+    )
+    _upload(f"{root}/{formats.META}", json.dumps(meta.to_json()).encode())
+    return meta
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / "cache"))
+    return str(tmp_path / "cache")
+
+
+def test_a_remote_shard_is_fetched_once_and_checked(gcs_emulator, cache) -> None:
+    root = f"gs://{BUCKET}/remote-a"
+    tokens = np.arange(1000) % 257
+    meta = _commit_corpus(root, tokens)
+    assert formats.read_meta(root) == meta
+    (shard,) = meta.shards("train")
+    local = formats.verify_shard(root, shard)
+    assert local.startswith(cache)
+    np.testing.assert_array_equal(np.fromfile(local, dtype=np.uint16), tokens)
+    mtime = os.path.getmtime(local)
+    assert formats.verify_shard(root, shard) == local  # a hit: same file, not downloaded again
+    assert os.path.getmtime(local) >= mtime
+
+
+def test_a_corrupt_remote_shard_is_refused_by_name(gcs_emulator, cache) -> None:
+    root = f"gs://{BUCKET}/remote-b"
+    meta = _commit_corpus(root, np.arange(100))
+    (shard,) = meta.shards("train")
+    _upload(f"{root}/{shard.name}", b"\0" * shard.bytes)  # same size, other content
+    with pytest.raises(ValueError, match=f"{shard.name} fails its sha256 check"):
+        formats.verify_shard(root, shard)
+    assert not [n for _, _, names in os.walk(cache) for n in names if ".part-" in n], "a failed download was kept"
+
+
+def test_an_uncommitted_remote_directory_is_refused(gcs_emulator, cache) -> None:
+    with pytest.raises(FileNotFoundError, match=r"remote-none has no meta\.json"):
+        formats.read_meta(f"gs://{BUCKET}/remote-none")
+
+
+def _fetch(args: tuple[str, int, str]) -> str:
+    uri, size, sha = args
+    return remote.fetch(uri, size=size, sha256=sha)
+
+
+def test_worker_processes_share_one_download(gcs_emulator, cache) -> None:
+    root = f"gs://{BUCKET}/remote-c"
+    meta = _commit_corpus(root, np.arange(5000))
+    (shard,) = meta.shards("train")
+    args = (f"{root}/{shard.name}", shard.bytes, shard.sha256)
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        paths = pool.map(_fetch, [args] * 6)
+    assert len(set(paths)) == 1 and os.path.getsize(paths[0]) == shard.bytes
+
+
+def test_the_cache_keeps_to_its_budget(gcs_emulator, cache, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_CACHE_BYTES", "2500")
+    paths = []
+    for i in range(3):
+        data = bytes([i]) * 1000
+        uri = f"gs://{BUCKET}/remote-d/{i}.bin"
+        _upload(uri, data)
+        paths.append(remote.fetch(uri, size=1000, sha256=hashlib.sha256(data).hexdigest()))
+    assert not os.path.exists(paths[0]) and all(os.path.exists(p) for p in paths[1:])
+    with pytest.raises(OSError, match="cannot fit 4000 bytes"):
+        big = b"x" * 4000
+        _upload(f"gs://{BUCKET}/remote-d/big.bin", big)
+        remote.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=4000)
