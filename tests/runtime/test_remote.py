@@ -104,3 +104,28 @@ def test_the_cache_keeps_to_its_budget(gcs_emulator, cache, monkeypatch) -> None
         big = b"x" * 4000
         _upload(f"gs://{BUCKET}/remote-d/big.bin", big)
         remote.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=4000)
+
+
+def _upload_directory(local: str, uri: str) -> None:
+    for name in sorted(os.listdir(local)):
+        with open(os.path.join(local, name), "rb") as f:
+            _upload(f"{uri}/{name}", f.read())
+
+
+@pytest.mark.parametrize("kind", ["bin", "array_record", "parquet"])
+def test_token_specs_read_a_gs_corpus_as_they_read_the_local_one(gcs_emulator, cache, tmp_path, kind) -> None:
+    from dew.data import DataPartition, Loading, datasets
+    from tests.runtime.token_support import documents, write_corpus
+    from tests.support import assert_batches_equal
+
+    local = write_corpus(str(tmp_path / kind), {"train": documents(60, seed=3), "val": documents(12)}, kind=kind)
+    uri = f"gs://{BUCKET}/corpora/{kind}"
+    _upload_directory(local, uri)
+    serial = Loading(workers=0, threads=2, read_buffer=8)
+    for spec in (datasets.TokenWindows, datasets.PackedTokens):
+        batches = {}
+        for where in (local, uri):
+            data = spec(path=where, seq_len=8, loading=serial).load(batch=4)
+            with data.train(DataPartition()) as stream:
+                batches[where] = [next(stream) for _ in range(5)]
+        assert_batches_equal(batches[local], batches[uri])

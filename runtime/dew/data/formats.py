@@ -160,9 +160,32 @@ def read_meta(directory: str) -> CorpusMeta:
     return CorpusMeta.from_json(data, where=path)
 
 
+def is_directory(path: str) -> bool:
+    """Whether `path` names a corpus directory rather than one data file (gs:// has no real directories)."""
+    if remote.is_remote(path):
+        return not path.rstrip("/").endswith(tuple(f".{ext}" for ext in SHARD_EXTENSIONS))
+    return os.path.isdir(path)
+
+
+def exists(path: str) -> bool:
+    if remote.is_remote(path):
+        return remote.exists(path) or (is_directory(path) and remote.exists(os.path.join(path, META)))
+    return os.path.exists(path)
+
+
+def local_file(path: str) -> str:
+    """A local path holding the data file `path`: itself, or a gs:// file's copy in the local cache."""
+    return remote.fetch(path) if remote.is_remote(path) else path
+
+
 def read_sibling_meta(path: str) -> dict[str, Any] | None:
     """meta.json beside a plain data file as raw JSON, or None: a nanoGPT-style .bin has none."""
     meta = os.path.join(os.path.dirname(path) or ".", META)
+    if remote.is_remote(meta):
+        try:
+            return json.loads(remote.read_bytes(meta))
+        except FileNotFoundError:
+            return None
     if not os.path.exists(meta):
         return None
     with open(meta) as f:
@@ -215,7 +238,11 @@ def save_derived(path: str, fingerprint: str, arrays: Mapping[str, np.ndarray]) 
 
 def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
     """The arrays of a derived file if it exists and was derived from this corpus; None otherwise."""
-    if not os.path.exists(path):
+    if remote.is_remote(path):
+        if not remote.exists(path):
+            return None
+        path = remote.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
+    elif not os.path.exists(path):
         return None
     with np.load(path, allow_pickle=False) as data:
         if str(data["fingerprint"]) != fingerprint:

@@ -87,9 +87,11 @@ def _layout(weights: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return corpus, rank, counts
 
 
-def _corpus_key(seed: int, name: str) -> int:
-    # Keyed by name, not position, so a corpus keeps its shuffle when phases reorder or add corpora.
-    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little")
+def _corpus_key(seed: int, source: Records) -> int:
+    # Keyed by what the corpus holds, not by its place in the list or its address, so a corpus keeps
+    # its shuffle when phases reorder or add corpora, and reads alike from a local copy or from gs://.
+    content = describe(describe_source(source))
+    return int.from_bytes(hashlib.sha256(f"{seed}:{content}".encode()).digest()[:8], "little")
 
 
 class MixtureOrder(BaseOrder):
@@ -111,7 +113,7 @@ class MixtureOrder(BaseOrder):
         self.period = sum(self.weights)
         self._corpus, self._rank, self._counts = _layout(self.weights)
         self._orders = (
-            [ShuffledEpochs(c.source, _corpus_key(seed, c.name), offset=c.offset) for c in corpora]
+            [ShuffledEpochs(c.source, _corpus_key(seed, c.source), offset=c.offset) for c in corpora]
             if seed is not None
             else None
         )

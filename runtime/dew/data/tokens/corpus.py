@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import numpy as np
@@ -15,7 +14,7 @@ _VALIDATION_SPLITS = ("val", "validation")
 
 def corpus_meta(path: str) -> formats.CorpusMeta | None:
     """meta.json of a corpus directory; None for a single file (a directory must be committed)."""
-    return formats.read_meta(path) if os.path.isdir(path) else None
+    return formats.read_meta(path) if formats.is_directory(path) else None
 
 
 def validation_split(path: str) -> str | None:
@@ -43,9 +42,10 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "array_record":
             return TokenRecords(files, field=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
         return TokenColumn(files, column=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
-    if not os.path.exists(path):
+    if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     sibling = formats.read_sibling_meta(path) or {}
+    path = formats.local_file(path)
     dtype = np.dtype(sibling.get("dtype", "uint16"))
     if path.endswith(".bin"):
         return TokenBytes(path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -102,7 +101,7 @@ class PackedTokens(DatasetSpec):
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
         for name in self.corpora:
-            if not os.path.exists(name):
+            if not formats.exists(name):
                 raise FileNotFoundError(f"PackedTokens: no corpus at {name}")
         check_one_tokenizer(self.corpora)
         read = functools.cache(self._windows)

@@ -78,7 +78,7 @@ class TokenBytes:
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
         self.path = path
-        if os.path.isdir(path):
+        if formats.is_directory(path):
             meta = formats.read_meta(path)
             shards = meta.shards(split)
             if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
@@ -88,12 +88,12 @@ class TokenBytes:
             self._fingerprint = meta.fingerprint()
             own_eos = meta.eos_id
         else:
-            if not os.path.exists(path):
+            if not formats.exists(path):
                 raise FileNotFoundError(f"no token file at {path}")
             sibling = formats.read_sibling_meta(path)
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = _dtype_from_meta(sibling, where)
-            self.files = (path,)
+            self.files = (formats.local_file(path),)
             self._fingerprint = None
             own_eos = sibling.get("eos_id") if sibling else None
         self.eos_id = own_eos if eos_id is None else eos_id
