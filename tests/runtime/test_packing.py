@@ -30,18 +30,20 @@ def reference_plan(lengths: list[int], window: int, bins: int) -> list[list[tupl
             if size == window:
                 emitted.append([piece])
                 continue
-            for j, (room, pieces) in enumerate(open_windows):
-                if room >= size:
-                    pieces.append(piece)
-                    if room == size:
-                        emitted.append(pieces)
-                        del open_windows[j]
-                    else:
-                        open_windows[j] = (room - size, pieces)
-                    break
+            # Fullest first, ties by opening order: the first window with room is the best fit.
+            fullest_first = sorted(range(len(open_windows)), key=lambda j: (open_windows[j][0], j))
+            fits = [j for j in fullest_first if open_windows[j][0] >= size]
+            if fits:
+                room, pieces = open_windows[fits[0]]
+                pieces.append(piece)
+                if room == size:
+                    emitted.append(pieces)
+                    del open_windows[fits[0]]
+                else:
+                    open_windows[fits[0]] = (room - size, pieces)
             else:
                 if len(open_windows) == bins:
-                    emitted.append(open_windows.pop(0)[1])
+                    emitted.append(open_windows.pop(fullest_first[0])[1])
                 open_windows.append((window - size, [piece]))
     emitted.extend(pieces for _, pieces in open_windows)
     return emitted
@@ -84,7 +86,7 @@ def test_more_bins_leave_less_padding() -> None:
 def test_plan_round_trips_through_its_derived_file(tmp_path) -> None:
     plan = plan_packing(np.array([5, 9, 1, 30, 2, 2]), 8, 2)
     path = formats.derived_path(str(tmp_path), "train", packing_name(8, 2))
-    assert path.endswith("train.packing-8-2.npz")
+    assert path.endswith("train.packing-bf1-8-2.npz")
     plan.save(path, "abc")
     assert PackingPlan.load(path, "abc") == plan
     assert PackingPlan.load(path, "other corpus") is None

@@ -7,10 +7,11 @@ any records with a length (token documents, rendered conversations) pack the sam
 The rule, in file order:
 - a document longer than the window is cut into pieces of `window` items, its remainder last;
 - a piece that fills a whole window is a window of its own, emitted at once;
-- any other piece goes into the first open window (in the order they were opened) with room for it;
+- any other piece goes into the first open window with room for it, the open windows taken fullest
+  first (so the piece lands where it leaves the least room: best fit), ties in the order they opened;
   a window it fills exactly is emitted then;
-- when no open window has room, a new one opens; if `bins` are open already, the oldest is emitted
-  first to make space;
+- when no open window has room, a new one opens; if `bins` are open already, the fullest is emitted
+  first to make space (it is the one least likely to take another piece);
 - at the end the windows still open are emitted in the order they were opened.
 Windows are numbered in the order they are emitted.
 """
@@ -28,9 +29,13 @@ DOCUMENTS = "documents"
 _PLAN_ARRAYS = ("offsets", "documents", "starts", "lengths", "shape")
 
 
+# Names the packing rule in derived-file names, so a plan written under an earlier rule is never read.
+RULE = "bf1"
+
+
 def packing_name(window: int, bins: int) -> str:
     """The derived-file name of a plan: formats.derived_path(directory, split, packing_name(w, b))."""
-    return f"packing-{window}-{bins}"
+    return f"packing-{RULE}-{window}-{bins}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -130,9 +135,9 @@ def plan_packing(lengths: np.ndarray, window: int, bins: int) -> PackingPlan:
         raise ValueError(f"document {int(np.argmin(lengths))} has negative length {int(lengths.min())}")
     fulls, rests = np.divmod(lengths, window)
 
-    # The only sequential part: the first-fit over at most `bins` open windows. Whole-window pieces
+    # The only sequential part: the best fit over at most `bins` open windows. Whole-window pieces
     # never touch the open windows, so they only advance the emission counter.
-    full_rank, rest_window, rank = _first_fit(fulls.tolist(), rests.tolist(), window, bins)
+    full_rank, rest_window, rank = _place(fulls.tolist(), rests.tolist(), window, bins)
 
     counts = fulls + (rests > 0)
     total = int(counts.sum())
@@ -160,7 +165,7 @@ def plan_packing(lengths: np.ndarray, window: int, bins: int) -> PackingPlan:
     )
 
 
-def _first_fit(fulls: list[int], rests: list[int], window: int, bins: int) -> tuple[list[int], list[int], list[int]]:
+def _place(fulls: list[int], rests: list[int], window: int, bins: int) -> tuple[list[int], list[int], list[int]]:
     """(emission rank of each document's first whole piece, open-window id of each remainder, rank of each id)."""
     full_rank: list[int] = []
     rest_window: list[int] = []
@@ -174,21 +179,24 @@ def _first_fit(fulls: list[int], rests: list[int], window: int, bins: int) -> tu
         if not rest:
             rest_window.append(-1)
             continue
+        best = -1
         for j, room in enumerate(free):
-            if room >= rest:
-                rest_window.append(ids[j])
-                if room == rest:
-                    rank[ids[j]] = emitted
-                    emitted += 1
-                    del free[j], ids[j]
-                else:
-                    free[j] = room - rest
-                break
+            if rest <= room and (best < 0 or room < free[best]):
+                best = j
+        if best >= 0:
+            rest_window.append(ids[best])
+            if free[best] == rest:
+                rank[ids[best]] = emitted
+                emitted += 1
+                del free[best], ids[best]
+            else:
+                free[best] -= rest
         else:
             if len(free) == bins:
-                rank[ids[0]] = emitted
+                fullest = free.index(min(free))
+                rank[ids[fullest]] = emitted
                 emitted += 1
-                del free[0], ids[0]
+                del free[fullest], ids[fullest]
             rest_window.append(len(rank))
             ids.append(len(rank))
             free.append(window - rest)
