@@ -188,7 +188,7 @@ def test_missing_column_and_rewriting_templates_are_named(tmp_path, chat_tokeniz
 def test_fields_are_checked() -> None:
     with pytest.raises(ValueError, match="exactly one of path"):
         ChatMessages(tokenizer="t")
-    with pytest.raises(ValueError, match="packing_bins must be positive"):
+    with pytest.raises(ValueError, match="packing_bins must be a positive int"):
         ChatMessages(tokenizer="t", path="p.parquet", packing_bins=0)
     with pytest.raises(ValueError, match="needs tokenizer="):
         ChatMessages(tokenizer="", path="p.parquet")

@@ -160,7 +160,7 @@ def test_exactly_one_source_and_sane_fields() -> None:
         PreferencePairs()
     with pytest.raises(ValueError, match="exactly one of path"):
         PreferencePairs(path="a.parquet", records=("{}",))
-    with pytest.raises(ValueError, match="seq_len must be positive"):
+    with pytest.raises(ValueError, match="seq_len must be a positive int"):
         PreferencePairs(path="a.parquet", seq_len=0)
     with pytest.raises(ValueError, match="carries no captions"):
         PreferencePairs(records=as_records(pair_rows(2)), seq_len=8).load(batch=1, tokenize=lambda texts: texts)

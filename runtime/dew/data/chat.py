@@ -11,7 +11,7 @@ import numpy as np
 from dew.data.preference import MASK_KEY
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import DatasetSpec, Tokenize, check_ints
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -159,14 +159,7 @@ class ChatMessages(DatasetSpec):
         if not self.tokenizer:
             raise ValueError("ChatMessages needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        if self.seq_len < 1:
-            raise ValueError(f"seq_len must be positive, got {self.seq_len}")
-        if self.packing_bins < 1:
-            raise ValueError(f"packing_bins must be positive, got {self.packing_bins}")
-        if self.pad_id < 0:
-            raise ValueError(f"pad_id must be a token id (non-negative), got {self.pad_id}")
-        if self.val_batches is not None and self.val_batches < 0:
-            raise ValueError(f"val_batches must be non-negative or None, got {self.val_batches}")
+        check_ints(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         from dew.data.dataset import global_dataset

@@ -9,7 +9,7 @@ import numpy as np
 
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import DatasetSpec, Tokenize, check_ints
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -116,12 +116,7 @@ class PreferencePairs(DatasetSpec):
 
     def __post_init__(self) -> None:
         check_source(type(self).__name__, self.path, self.records)
-        if self.seq_len < 1:
-            raise ValueError(f"seq_len must be positive, got {self.seq_len}")
-        if self.pad_id < 0:
-            raise ValueError(f"pad_id must be a token id (non-negative), got {self.pad_id}")
-        if self.val_batches is not None and self.val_batches < 0:
-            raise ValueError(f"val_batches must be non-negative or None, got {self.val_batches}")
+        check_ints(self, positive=("seq_len",), non_negative=("pad_id",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         from dew.data.dataset import global_dataset

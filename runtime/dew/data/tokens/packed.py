@@ -22,7 +22,7 @@ from dew.data.packing import (
 )
 from dew.data.phases import DataPhase, PhasedOrder, check_phases
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import DatasetSpec, Tokenize, check_ints
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
 
@@ -77,12 +77,7 @@ class PackedTokens(DatasetSpec):
     packing_bins: int = 8
 
     def __post_init__(self) -> None:
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
-            raise ValueError(f"PackedTokens.seq_len must be a positive int, got {self.seq_len!r}")
-        if isinstance(self.packing_bins, bool) or not isinstance(self.packing_bins, int) or self.packing_bins < 1:
-            raise ValueError(f"PackedTokens.packing_bins must be a positive int, got {self.packing_bins!r}")
-        if self.val_batches is not None and (not isinstance(self.val_batches, int) or self.val_batches < 0):
-            raise ValueError(f"PackedTokens.val_batches must be a non-negative int or None, got {self.val_batches!r}")
+        check_ints(self, positive=("seq_len", "packing_bins"), optional=("val_batches",))
         if (self.path is None) == (not self.phases):
             raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
         if self.path is not None:

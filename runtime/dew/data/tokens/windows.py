@@ -11,7 +11,7 @@ from dew.data.dataset import Dataset, global_dataset
 from dew.data.mixture import Corpus, MixtureOrder
 from dew.data.records import describe_source
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import DatasetSpec, Tokenize, check_ints
 from dew.data.tokens.corpus import open_tokens, validation_split
 from dew.data.tokens.sources import TokenSource, spans
 
@@ -77,10 +77,7 @@ class TokenWindows(DatasetSpec):
     field: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1:
-            raise ValueError(f"TokenWindows.seq_len must be a positive int, got {self.seq_len!r}")
-        if self.val_batches is not None and (not isinstance(self.val_batches, int) or self.val_batches < 0):
-            raise ValueError(f"TokenWindows.val_batches must be a non-negative int or None, got {self.val_batches!r}")
+        check_ints(self, positive=("seq_len",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
