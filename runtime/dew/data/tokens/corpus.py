@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dew.data import formats
+from dew.data.tokens.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
 _VALIDATION_SPLITS = ("val", "validation")
@@ -39,9 +40,13 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "bin":
             return TokenBytes(path, split=split)
         files = [formats.verify_shard(path, s) for s in shards]
+        dtype = np.dtype(meta.dtype)
         if kind == "array_record":
-            return TokenRecords(files, field=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
-        return TokenColumn(files, column=field, dtype=np.dtype(meta.dtype), eos_id=meta.eos_id)
+            # Records read without a field are raw ids, which the index names "".
+            pieces = offline_pieces(path, meta, split, field or "")
+            return TokenRecords(files, field=field, dtype=dtype, eos_id=meta.eos_id, pieces=pieces)
+        pieces = offline_pieces(path, meta, split, field)
+        return TokenColumn(files, column=field, dtype=dtype, eos_id=meta.eos_id, pieces=pieces)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     sibling = formats.read_sibling_meta(path) or {}

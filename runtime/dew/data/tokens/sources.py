@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from dew.data import formats
+from dew.data.tokens.pieces import PieceIndex
 
 _DEFAULT_DTYPE = np.dtype(np.uint16)
 
@@ -220,8 +221,9 @@ class TokenColumn(_Pieces):
     """One parquet column of id lists, every row of every file in order, as one stream.
 
     Spans are read one row group at a time (the last few kept), so a file is never loaded whole.
-    column may be omitted for files with a single column. Building the source reads the column once
-    to learn each row group's id count.
+    column may be omitted for files with a single column. pieces is the row index the preprocess job
+    writes ahead (`<split>.pieces.npz`); without it, building the source reads the column once to learn
+    each row's id count.
     """
 
     def __init__(
@@ -231,29 +233,53 @@ class TokenColumn(_Pieces):
         column: str | None = None,
         dtype: np.dtype = _DEFAULT_DTYPE,
         eos_id: int | None = None,
+        pieces: PieceIndex | None = None,
     ) -> None:
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
         if not self.paths:
             raise ValueError("TokenColumn needs at least one parquet file")
-        names, groups, counts = set(), [], []
+        names, groups, group_rows, file_rows = [], [], [], []
         for path in self.paths:
-            file = pq.ParquetFile(path)
+            file = pq.ParquetFile(path)  # the footer only: row group sizes, no column data
             columns = file.schema_arrow.names
             name = column if column is not None else (columns[0] if len(columns) == 1 else None)
             if name is None or name not in columns:
                 raise ValueError(f"{path}: name the token column (column=); the file holds {columns}")
-            names.add(name)
+            names.append(name)
             for group in range(file.num_row_groups):
-                lengths = pc.list_value_length(file.read_row_group(group, columns=[name]).column(0))
-                counts.append(int(pc.sum(lengths).as_py() or 0))
                 groups.append((path, group))
-        self.column = names.pop() if len(names) == 1 else column
+                group_rows.append(file.metadata.row_group(group).num_rows)
+            file_rows.append(file.metadata.num_rows)
+        self.column = names[0] if len(set(names)) == 1 else column
         self.groups = tuple(groups)
-        self.piece_ends = np.cumsum(np.array(counts, dtype=np.int64))
         self._cache: dict[int, np.ndarray] = {}
+        if pieces is None:
+            pieces = self.scan(names)
+        elif pieces.counts.tolist() != file_rows or pieces.field != self.column:
+            raise ValueError(
+                f"the piece index given for {self.paths[0]} and its siblings describes {pieces.counts.tolist()} rows "
+                f"of column {pieces.field!r}, but the files hold {file_rows} rows and column {self.column!r} is read"
+            )
+        self.pieces = pieces
+        # A row group ends where its last row does; an empty group ends where the one before it did.
+        starts = np.concatenate([np.zeros(1, dtype=np.int64), pieces.ends])
+        self.piece_ends = starts[np.cumsum(np.array(group_rows, dtype=np.int64))]
+
+    def scan(self, names: Sequence[str]) -> PieceIndex:
+        """Reads each file's column once for every row's id count: the index the preprocess job writes ahead."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        lengths = []
+        for path, name in zip(self.paths, names, strict=True):
+            file, rows = pq.ParquetFile(path), []
+            for group in range(file.num_row_groups):
+                values = file.read_row_group(group, columns=[name]).column(0)
+                rows.append(pc.fill_null(pc.list_value_length(values), 0).to_numpy().astype(np.int64))
+            lengths.append(np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64))
+        return PieceIndex.of_lengths(lengths, field=self.column or "")
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_cache": {}}
@@ -286,8 +312,9 @@ class TokenRecords(_Pieces):
     """Id arrays in ArrayRecord shards, every record of every file in order, as one stream.
 
     A record is the ids' raw bytes, or with field set a packed dict of byte arrays holding them under
-    field. Building the source reads every record once to learn the lengths; spans then read contiguous
-    record ranges, ArrayRecord's fastest access.
+    field. pieces is the record index the preprocess job writes ahead (`<split>.pieces.npz`); without
+    it, building the source reads every record once to learn the lengths. Files open on first read,
+    and spans read contiguous record ranges, ArrayRecord's fastest access.
     """
 
     def __init__(
@@ -297,45 +324,65 @@ class TokenRecords(_Pieces):
         field: str | None = None,
         dtype: np.dtype = _DEFAULT_DTYPE,
         eos_id: int | None = None,
+        pieces: PieceIndex | None = None,
     ) -> None:
         self.paths, self.field, self.dtype, self.eos_id = tuple(paths), field, np.dtype(dtype), eos_id
         if not self.paths:
             raise ValueError("TokenRecords needs at least one ArrayRecord file")
-        self._readers: list[Any] | None = None
-        counts, lengths = [], []
+        self._readers: dict[int, Any] = {}
+        self.pieces: PieceIndex | None = None
+        if pieces is None:
+            pieces = self.scan()
+        elif len(pieces.counts) != len(self.paths) or pieces.field != (field or ""):
+            raise ValueError(
+                f"the piece index given for {self.paths[0]} and its siblings describes {len(pieces.counts)} files "
+                f"of {pieces.field or 'raw'!r} records, not these {len(self.paths)} files of {field or 'raw'!r} records"
+            )
+        self.pieces = pieces
+        self.record_ends = pieces.shard_piece_ends
+        self.piece_ends = pieces.ends
+
+    def scan(self) -> PieceIndex:
+        """Reads every record once for its length: the index the preprocess job writes ahead."""
+        lengths = []
         for file in range(len(self.paths)):
-            count = self._reader(file).num_records()
-            counts.append(count)
+            count, sizes = self._reader(file).num_records(), []
             for lo in range(0, count, 4096):
-                records = self._read(file, lo, min(count, lo + 4096))
-                lengths.extend(len(r) for r in records)
-        self.record_ends = np.cumsum(np.array(counts, dtype=np.int64))
-        self.piece_ends = np.cumsum(np.array(lengths, dtype=np.int64))
+                sizes.extend(len(r) for r in self._read(file, lo, min(count, lo + 4096)))
+            lengths.append(np.array(sizes, dtype=np.int64))
+        return PieceIndex.of_lengths(lengths, field=self.field or "")
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_readers": None}
+        return {**self.__dict__, "_readers": {}}
 
     def open_handle(self) -> list[Any]:
         """One ArrayRecordReader per file, opened for random access."""
+        return [self._open_file(file) for file in range(len(self.paths))]
+
+    def _open_file(self, file: int) -> Any:
         from array_record.python.array_record_module import ArrayRecordReader
 
-        readers = []
-        for path in self.paths:
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"no ArrayRecord file at {path}")
-            try:
-                reader = ArrayRecordReader(path, "readahead_buffer_size:0")
-            except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
-                raise ValueError(f"{path} is not a readable ArrayRecord file: {error}") from None
-            if not reader.ok():
-                raise ValueError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
-            readers.append(reader)
-        return readers
+        path = self.paths[file]
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no ArrayRecord file at {path}")
+        try:
+            reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+        except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
+            raise ValueError(f"{path} is not a readable ArrayRecord file: {error}") from None
+        if not reader.ok():
+            raise ValueError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
+        if self.pieces is not None and reader.num_records() != int(self.pieces.counts[file]):
+            raise ValueError(
+                f"{path} holds {reader.num_records()} records but its piece index records "
+                f"{int(self.pieces.counts[file])}; delete the index file or rerun the preprocess job"
+            )
+        return reader
 
     def _reader(self, file: int) -> Any:
-        if self._readers is None:
-            self._readers = self.open_handle()
-        return self._readers[file]
+        reader = self._readers.get(file)
+        if reader is None:
+            reader = self._readers[file] = self._open_file(file)
+        return reader
 
     def _read(self, file: int, lo: int, hi: int) -> list[np.ndarray]:
         path = self.paths[file]

@@ -1,0 +1,126 @@
+"""The piece index of a split: where every record (ArrayRecord) or row (parquet) ends in its id stream.
+
+A record-shaped source must know each piece's length before it can map an id offset to a piece, and
+learning that by reading the shards is O(corpus) at startup. The preprocess job knows every length as
+it writes it and leaves them beside the shards as `<split>.pieces.npz`, stamped with the corpus
+fingerprint; a source built from that file opens nothing but the pieces it reads. Without the file (or
+with one from another corpus) the source scans its shards and builds the same index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zipfile
+from collections.abc import Sequence
+
+import numpy as np
+
+from dew.data import formats
+
+PIECES = "pieces"
+_ARRAYS = ("ends", "counts", "field")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PieceIndex:
+    """ends: exclusive end offset (in ids) of every piece of every shard, in order; counts: pieces per shard.
+
+    field names what a piece holds: "" for ArrayRecord records that are the ids' raw bytes, the field of
+    a packed record, or the parquet column.
+    """
+
+    ends: np.ndarray
+    counts: np.ndarray
+    field: str = ""
+
+    def __post_init__(self) -> None:
+        ends, counts = np.asarray(self.ends), np.asarray(self.counts)
+        if ends.ndim != 1 or counts.ndim != 1:
+            raise ValueError("a piece index holds 1-D ends and counts")
+        if ends.size and not np.issubdtype(ends.dtype, np.integer):
+            raise ValueError(f"piece ends must be integers, got {ends.dtype}")
+        if counts.size and not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"piece counts must be integers, got {counts.dtype}")
+        ends, counts = ends.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+        if counts.size and int(counts.min()) < 0:
+            raise ValueError("a shard cannot hold a negative number of pieces")
+        if int(counts.sum()) != ends.size:
+            raise ValueError(f"the shards' piece counts add up to {int(counts.sum())}, but {ends.size} ends are given")
+        if ends.size and (int(ends[0]) < 0 or bool(np.any(ends[1:] < ends[:-1]))):
+            raise ValueError("piece ends must start at or after 0 and never decrease")
+        object.__setattr__(self, "ends", ends)
+        object.__setattr__(self, "counts", counts)
+
+    @classmethod
+    def of_lengths(cls, lengths: Sequence[np.ndarray], field: str = "") -> PieceIndex:
+        """The index of shards whose pieces have these lengths, shard by shard."""
+        flat = [np.asarray(x, dtype=np.int64) for x in lengths]
+        joined = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
+        counts = np.array([len(x) for x in flat], dtype=np.int64)
+        return cls(ends=np.cumsum(joined, dtype=np.int64), counts=counts, field=field)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PieceIndex):
+            return NotImplemented
+        return (
+            self.field == other.field
+            and np.array_equal(self.ends, other.ends)
+            and np.array_equal(self.counts, other.counts)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equality is by content of mutable arrays
+
+    @property
+    def shard_piece_ends(self) -> np.ndarray:
+        """Global piece count at the end of each shard."""
+        return np.cumsum(self.counts, dtype=np.int64)
+
+    @property
+    def shard_ends(self) -> np.ndarray:
+        """Ids in the stream up to the end of each shard."""
+        return np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[self.shard_piece_ends]
+
+    def save(self, path: str, fingerprint: str) -> None:
+        """Writes the index stamped with the fingerprint of the corpus it describes, atomically."""
+        arrays = {"ends": self.ends, "counts": self.counts, "field": np.array(self.field)}
+        formats.save_derived(path, fingerprint, arrays)
+
+    @classmethod
+    def load(cls, path: str, fingerprint: str) -> PieceIndex | None:
+        """The index in `path` if it exists and describes this corpus; None otherwise.
+
+        A file that is there but cannot be read as an index is refused: it would otherwise hide a
+        broken corpus directory behind a slow start.
+        """
+        try:
+            arrays = formats.load_derived(path, fingerprint, _ARRAYS)
+            if arrays is None:
+                return None
+            return cls(ends=arrays["ends"], counts=arrays["counts"], field=str(arrays["field"]))
+        except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
+            raise ValueError(
+                f"{path} is not a readable piece index ({error}); delete it and the runtime computes the index "
+                "from the shards, or rerun the preprocess job to rewrite it"
+            ) from None
+
+
+def offline_pieces(directory: str, meta: formats.CorpusMeta, split: str, field: str | None) -> PieceIndex | None:
+    """The offline piece index of `split` when one describes these shards as read with `field`; else None.
+
+    field None accepts the index whatever it holds (the file's own column); a field the index was not
+    written for means the caller reads other bytes, so the index does not apply. An index that
+    disagrees with meta.json's per-shard piece and id counts is refused by name.
+    """
+    path = formats.derived_path(directory, split, PIECES)
+    index = PieceIndex.load(path, meta.fingerprint())
+    if index is None or (field is not None and field != index.field):
+        return None
+    shards = meta.shards(split)
+    counts = np.array([s.documents for s in shards], dtype=np.int64)
+    tokens = np.cumsum([s.tokens for s in shards], dtype=np.int64)
+    if not np.array_equal(index.counts, counts) or not np.array_equal(index.shard_ends, tokens):
+        raise ValueError(
+            f"{path} disagrees with {formats.META} on the pieces or ids of split {split!r}'s shards; delete it "
+            "and the runtime computes the index from the shards, or rerun the preprocess job to rewrite it"
+        )
+    return index
