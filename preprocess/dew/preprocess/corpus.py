@@ -1,6 +1,6 @@
 """TokenizeCorpus: input files → a committed token corpus directory, end to end, as one PTransform.
 
-    read documents → tokenize → lengths per file → layout (cut, shards) → route → write shards
+    read documents → tokenize (in batches) → lengths per file → layout (cut, shards) → route → write shards
     → (pack: document index + plans) → stats.json → meta.json
 
 Each arrow is a labelled step; the pieces are reusable on their own (dew.preprocess.documents,
@@ -10,10 +10,11 @@ Each arrow is a labelled step; the pieces are reusable on their own (dew.preproc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 
 from dew.data.formats import CorpusMeta, Shard
 from dew.preprocess import commit, documents, layout
@@ -22,7 +23,7 @@ from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shards import ShardFormat, WriteShards
-from dew.preprocess.tokenize import Tokenize, TokenizerInfo
+from dew.preprocess.tokenize import TokenBatch, TokenizeBatches, TokenizerInfo
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,12 +135,12 @@ class TokenizeCorpus(beam.PTransform):
     def expand(self, paths: beam.PCollection) -> beam.PCollection:
         plan = self.plan
         read = paths | "ReadDocuments" >> ReadDocuments(plan.read)
-        tokens = read.documents | "Tokenize" >> Tokenize(plan.tokenizer, batch_size=plan.batch_size)
+        batches = read.documents | "Tokenize" >> TokenizeBatches(plan.tokenizer, batch_size=plan.batch_size)
         lengths = (
-            tokens
-            | "DocumentLength" >> beam.MapTuple(lambda key, ids: (key[0], (key[1], len(ids))))
+            batches
+            | "DocumentLengths" >> beam.FlatMap(TokenBatch.lengths_by_file)
             | "ByFile" >> beam.GroupByKey()
-            | "FileLengths" >> beam.MapTuple(FileLengths.of)
+            | "FileLengths" >> beam.MapTuple(FileLengths.of_parts)
         )
         corpus = beam.pvalue.AsSingleton(
             lengths
@@ -164,9 +165,7 @@ class TokenizeCorpus(beam.PTransform):
         )
         fmt = ShardFormat(ext=plan.ext, dtype=plan.tokenizer.dtype.name)
         shards = (
-            tokens
-            | "Route" >> beam.FlatMap(lambda kv, m: m.assign(*kv), routes)
-            | "WriteShards" >> WriteShards(plan.output, fmt, corpus)
+            batches | "Route" >> beam.FlatMap(_route, routes) | "WriteShards" >> WriteShards(plan.output, fmt, corpus)
         )
         tallies = beam.pvalue.AsSingleton(
             read[documents.STATS_TAG]
@@ -184,6 +183,12 @@ class TokenizeCorpus(beam.PTransform):
         else:
             packed = beam.pvalue.AsList(meta | "Pack" >> PackCorpus(plan.output, plan.windows))
         return meta | "Commit" >> beam.Map(_commit, plan.output, corpus, tallies, packed)
+
+
+def _route(batch: TokenBatch, shards: ShardMap) -> Iterator[tuple[tuple[str, int], tuple[tuple[int, int], np.ndarray]]]:
+    # Shard writers take one document an element: the batch is split up only here, on its last move.
+    for key, ids in batch.documents():
+        yield from shards.assign(key, ids)
 
 
 def _commit(

@@ -40,6 +40,15 @@ class FileLengths:
         table = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
         return cls(file=file, rows=table[:, 0], lengths=table[:, 1])
 
+    @classmethod
+    def of_parts(cls, file: int, parts: Iterable[tuple[np.ndarray, np.ndarray]]) -> FileLengths:
+        """From (rows, lengths) array pairs, one per batch of the file's documents, in any order."""
+        parts = list(parts)
+        rows = np.concatenate([np.asarray(r, dtype=np.int64) for r, _ in parts]) if parts else np.zeros(0, np.int64)
+        lengths = np.concatenate([np.asarray(n, dtype=np.int64) for _, n in parts]) if parts else np.zeros(0, np.int64)
+        order = np.argsort(rows, kind="stable")
+        return cls(file=file, rows=rows[order], lengths=lengths[order])
+
     def summary(self) -> tuple[int, int, int, int]:
         """(file, tokens, documents with tokens, documents without)."""
         empty = int(np.count_nonzero(self.lengths == 0))

@@ -1,5 +1,8 @@
 """Tokenize: documents ((file, row), text) → ((file, row), ids), the tokenizer loaded once per worker.
 
+TokenizeBatches is the same work with the ids of each batch kept together (TokenBatch), which is cheaper
+to move between steps; Tokenize hands out one element per document.
+
 Byte corpora: dew's ByteTokenizer maps text to ids 0..255 and has no end-of-document id, so a corpus
 written with it reserves id 256 as its eos and records a vocabulary of 257 (BYTE_EOS, BYTE_VOCAB).
 No UTF-8 byte can produce 256, so a boundary can never be forged by the text itself.
@@ -8,9 +11,12 @@ No UTF-8 byte can produce 256, so a boundary can never be forged by the text its
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import itertools
 import logging
+import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -24,6 +30,7 @@ BYTE_EOS = 256
 BYTE_VOCAB = 257
 _PROGRESS_SECONDS = 10.0
 _log = logging.getLogger(__name__)
+Key = tuple[int, int]  # (file index, row)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,53 +91,101 @@ class _Progress:
             )
 
 
+def _encoder(info: TokenizerInfo) -> Callable[[list[str]], Sequence[Sequence[int]]]:
+    """texts → ids, for this worker, checked to map text exactly as the launcher's tokenizer did."""
+    backend = _rust_backend(info)
+    if backend is None:
+        tokenizer = tokenizer_for(info.name)
+        if tokenizer.fingerprint() != info.fingerprint:
+            # A worker that resolved the name to other files would write ids of another vocabulary.
+            raise RuntimeError(
+                f"tokenizer {info.name!r} on this worker hashes to {tokenizer.fingerprint()[:12]}, "
+                f"not {info.fingerprint[:12]} as on the launcher; give workers the same tokenizer files"
+            )
+        backend = getattr(getattr(tokenizer, "tokenizer", None), "backend_tokenizer", None)
+        if backend is None:
+            return tokenizer.encode_batch
+    # The Rust backend directly: transformers' __call__ around it costs a third of the time in padding and
+    # dict building. That call turns truncation and padding off first, and so does this, for the same ids.
+    backend.no_truncation()
+    backend.no_padding()
+    return lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+
+
+def _rust_backend(info: TokenizerInfo) -> Any:
+    """The `tokenizers` Tokenizer read straight from <directory>/tokenizer.json, or None.
+
+    Importing transformers costs a fresh worker seconds (more than the whole start-up of Beam where no
+    bytecode is cached). The file is used only when it hashes to the launcher's fingerprint, which is the
+    hash of the transformers tokenizer's backend (HFTokenizer.fingerprint): the same mapping, byte for byte.
+    """
+    path = os.path.join(info.name, "tokenizer.json")
+    if info.name == "byte" or not os.path.isfile(path):
+        return None
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_file(path)
+    return backend if hashlib.sha256(backend.to_str().encode()).hexdigest() == info.fingerprint else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TokenBatch:
+    """Documents encoded together, moved between steps as one element.
+
+    Beam pickles every element that crosses a step boundary; one element per document cost about half as
+    much as the encoding itself, so the ids of a batch travel end to end in one array.
+    keys: each document's (file, row); ends: where each document's ids stop in `ids`.
+    """
+
+    keys: list[Key]
+    ends: np.ndarray
+    ids: np.ndarray
+
+    def documents(self) -> Iterator[tuple[Key, np.ndarray]]:
+        start = 0
+        for key, end in zip(self.keys, self.ends.tolist(), strict=True):
+            yield key, self.ids[start:end]
+            start = end
+
+    def lengths_by_file(self) -> Iterator[tuple[int, tuple[np.ndarray, np.ndarray]]]:
+        """(file, (rows, token counts)) for each file this batch holds documents of."""
+        keys = np.array(self.keys, dtype=np.int64).reshape(-1, 2)
+        lengths = np.diff(self.ends, prepend=0)
+        for file in np.unique(keys[:, 0]).tolist():
+            mine = keys[:, 0] == file
+            yield file, (keys[mine, 1], lengths[mine])
+
+
 class _EncodeBatch(beam.DoFn):
     def __init__(self, info: TokenizerInfo) -> None:
         self.info = info
-        self.tokenizer: Any = None
 
     def setup(self) -> None:
-        self.tokenizer = tokenizer_for(self.info.name)
-        if self.tokenizer.fingerprint() != self.info.fingerprint:
-            # A worker that resolved the name to other files would write ids of another vocabulary.
-            raise RuntimeError(
-                f"tokenizer {self.info.name!r} on this worker hashes to {self.tokenizer.fingerprint()[:12]}, "
-                f"not {self.info.fingerprint[:12]} as on the launcher; give workers the same tokenizer files"
-            )
+        self.encode = _encoder(self.info)
         self.documents = beam.metrics.Metrics.counter(NAMESPACE, "documents_tokenized")
         self.tokens = beam.metrics.Metrics.counter(NAMESPACE, "tokens")
         self.progress = _Progress()
 
-        # The Rust backend directly, when there is one: transformers' __call__ around it costs a third of
-        # the time in padding and dict building, for the very same ids (no special tokens either way).
-        backend = getattr(getattr(self.tokenizer, "tokenizer", None), "backend_tokenizer", None)
-        self.encode = (
-            (lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)])
-            if backend is not None
-            else self.tokenizer.encode_batch
-        )
-
-    def process(self, batch: Sequence[tuple[Any, str]]) -> Iterator[tuple[Any, np.ndarray]]:
+    def process(self, batch: Sequence[tuple[Key, str]]) -> Iterator[TokenBatch]:
         encoded = self.encode([text for _, text in batch])
-        dtype, eos = self.info.dtype, self.info.eos_id
-        total = 0
-        for (key, _), ids in zip(batch, encoded, strict=True):
-            array = np.empty(len(ids) + (eos is not None), dtype=dtype)
-            array[: len(ids)] = ids
-            if eos is not None:
-                array[-1] = eos
-            total += len(array)
-            yield key, array
+        tail = () if self.info.eos_id is None else (self.info.eos_id,)
+        ends = np.cumsum([len(ids) + len(tail) for ids in encoded], dtype=np.int64)
+        total = int(ends[-1]) if len(ends) else 0
+        flat = itertools.chain.from_iterable(itertools.chain(ids, tail) for ids in encoded)
+        ids = np.fromiter(flat, dtype=self.info.dtype, count=total)
+        yield TokenBatch(keys=[tuple(key) for key, _ in batch], ends=ends, ids=ids)
         self.documents.inc(len(batch))
         self.tokens.inc(total)
         self.progress.add(len(batch), total)
 
 
-class Tokenize(beam.PTransform):
-    """((file, row), text) → ((file, row), ids as the corpus dtype), eos appended when the info has one.
+class TokenizeBatches(beam.PTransform):
+    """((file, row), text) → TokenBatch elements: ids as the corpus dtype, eos appended when the info has one.
 
     Texts are encoded in batches of up to `batch_size`, which the Rust tokenizers run far faster than one
-    at a time; batching changes no id, since every text is encoded on its own.
+    at a time; batching changes no id, since every text is encoded on its own. The batches are spread over
+    workers before encoding: reading fuses with what follows it, so without the spread one large input
+    file would be tokenized by one worker alone.
     """
 
     def __init__(self, info: TokenizerInfo, *, batch_size: int = 512, label: str | None = None) -> None:
@@ -144,5 +199,17 @@ class Tokenize(beam.PTransform):
         return (
             documents
             | "Batch" >> beam.BatchElements(min_batch_size=min(64, self.batch_size), max_batch_size=self.batch_size)
+            | "Spread" >> beam.Reshuffle()
             | "Encode" >> beam.ParDo(_EncodeBatch(self.info))
         )
+
+
+class Tokenize(beam.PTransform):
+    """((file, row), text) → ((file, row), ids): TokenizeBatches, one element per document again."""
+
+    def __init__(self, info: TokenizerInfo, *, batch_size: int = 512, label: str | None = None) -> None:
+        super().__init__(label)
+        self.batches = TokenizeBatches(info, batch_size=batch_size)
+
+    def expand(self, documents: beam.PCollection) -> beam.PCollection:
+        return documents | "Batches" >> self.batches | "Documents" >> beam.FlatMap(TokenBatch.documents)
