@@ -21,6 +21,7 @@ from typing import Any
 
 from dew.data.formats import META, CorpusMeta, Shard, parse_shard_name, write_meta
 from dew.preprocess import files
+from dew.preprocess.shards import write_piece_indexes
 
 MARKER = ".dew-job.json"
 STATS = "stats.json"
@@ -116,9 +117,10 @@ def write_meta_file(output: str, meta: CorpusMeta) -> None:
 
 
 def commit_corpus(output: str, meta: CorpusMeta, stats: Mapping[str, Any]) -> None:
-    """The last step of a job: drop stale shards, write stats.json, then meta.json, then release the claim."""
+    """The last step of a job: drop stale shards, write piece indexes and stats.json, meta.json, release the claim."""
     keep = [shard.name for shards in meta.splits.values() for shard in shards]
     remove_stale(output, keep)
+    write_piece_indexes(output, meta)
     files.write_atomic(files.join(output, STATS), json.dumps(stats, indent=1, sort_keys=True).encode(), output)
     write_meta_file(output, meta)
     files.delete([files.join(output, MARKER)])

@@ -5,6 +5,10 @@ as they come and only their keys are kept and sorted, so a worker holds 24 bytes
 the shard; the shard is then written in key order to a local file and committed under its final name
 (renamed in place locally, copied up through FileSystems for gs://). Content depends only on the keys,
 so every runner, worker count and retry writes the same bytes.
+
+ArrayRecord and parquet shards are read back as pieces (records, rows), and a reader must know every
+piece's length to find an offset. The writer knows them already, so it parks each shard's lengths in
+the run's temporary directory, and `write_piece_indexes` joins them into `<split>.pieces.npz` at commit.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data.formats import SHARD_EXTENSIONS, Shard, shard_name
+from dew.data import formats
+from dew.data.formats import SHARD_EXTENSIONS, CorpusMeta, Shard, shard_name
+from dew.data.tokens.pieces import PIECES, PieceIndex
 from dew.preprocess import files
 from dew.preprocess.documents import NAMESPACE
 from dew.preprocess.layout import Layout
@@ -27,6 +33,9 @@ from dew.preprocess.layout import Layout
 # Documents per parquet row group: fixed, so the file layout never depends on timing.
 _PARQUET_ROWS = 4096
 _READ_BACK = 1 << 22
+TOKEN_COLUMN = "tokens"
+# What a piece holds, as the piece index names it: raw id records, or the parquet column.
+_PIECE_FIELDS = {"array_record": "", "parquet": TOKEN_COLUMN}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,7 +75,7 @@ def write_local(path: str, fmt: ShardFormat, documents: Iterable[np.ndarray]) ->
         import pyarrow.parquet as pq
 
         value = pa.from_numpy_dtype(np.dtype(fmt.dtype))
-        schema = pa.schema([("tokens", pa.list_(value))])
+        schema = pa.schema([(TOKEN_COLUMN, pa.list_(value))])
         with pq.ParquetWriter(path, schema) as writer:
             group: list[np.ndarray] = []
             for ids in documents:
@@ -108,6 +117,10 @@ class _Spill:
         self.index.append((tuple(key), self._offset, len(ids)))
         self._offset += len(data)
 
+    def lengths(self) -> np.ndarray:
+        """Every document's length in key order: the order ordered() hands them back in (cheap once it has)."""
+        return np.array([length for _, _, length in sorted(self.index)], dtype=np.int64)
+
     def ordered(self) -> Iterator[np.ndarray]:
         self._file.close()
         self.index.sort()
@@ -139,9 +152,9 @@ class _WriteShard(beam.DoFn):
         if files.exists(final):
             # Committed by an earlier attempt or run of this same job (the launcher checked the config):
             # its bytes are what this run would write, so only the counts are recomputed.
-            tokens = count = 0
-            for _, ids in documents:
-                tokens, count = tokens + len(ids), count + 1
+            keyed = sorted((tuple(key), len(ids)) for key, ids in documents)
+            lengths = np.array([length for _, length in keyed], dtype=np.int64)
+            tokens, count = int(lengths.sum()), len(lengths)
             digest, size = files.sha256_of(final)
             self.skipped.inc()
         else:
@@ -156,6 +169,7 @@ class _WriteShard(beam.DoFn):
                 else:
                     target = os.path.join(work, name)
                 tokens, count = write_local(target, self.fmt, spill.ordered())
+                lengths = spill.lengths()
                 digest, size = files.sha256_of(target)
                 if files.is_local(self.output):
                     files.commit(target, final)
@@ -164,6 +178,9 @@ class _WriteShard(beam.DoFn):
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             self.written.inc()
+        if self.fmt.ext in _PIECE_FIELDS:
+            # After the shard's commit, and on the skip path too, so a crash between the two heals on rerun.
+            files.write_atomic(_lengths_path(self.output, name), lengths.astype("<i8").tobytes(), self.output)
         self.documents.inc(count)
         yield split, Shard(name=name, tokens=tokens, documents=count, bytes=size, sha256=digest)
 
@@ -193,3 +210,43 @@ class WriteShards(beam.PTransform):
             | "GroupByShard" >> beam.GroupByKey()
             | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt), self.layout)
         )
+
+
+def _lengths_path(output: str, name: str) -> str:
+    return files.join(output, files.TEMP_DIR, f"{name}.lengths")
+
+
+def write_piece_indexes(output: str, meta: CorpusMeta) -> list[str]:
+    """Joins the lengths WriteShards parked into each ArrayRecord or parquet split's `<split>.pieces.npz`.
+
+    Checked against meta.json's per-shard piece and token counts before anything is written; returns
+    the splits indexed. A split of .bin shards needs no index (its offsets are byte arithmetic).
+    """
+    fingerprint = meta.fingerprint()
+    indexed = []
+    for split, shards in meta.splits.items():
+        kinds = {formats.parse_shard_name(shard.name)[3] for shard in shards}
+        if not shards or len(kinds) != 1 or (kind := kinds.pop()) not in _PIECE_FIELDS:
+            continue
+        lengths = []
+        for shard in shards:
+            where = _lengths_path(output, shard.name)
+            if not files.exists(where):
+                raise RuntimeError(f"{where} is missing: WriteShards did not record the pieces of {shard.name}")
+            found = np.frombuffer(files.read_bytes(where), dtype="<i8").astype(np.int64)
+            if len(found) != shard.documents or int(found.sum()) != shard.tokens:
+                raise RuntimeError(
+                    f"{where} records {len(found)} pieces of {int(found.sum())} tokens, but {shard.name} was "
+                    f"written with {shard.documents} pieces of {shard.tokens} tokens"
+                )
+            lengths.append(found)
+        index = PieceIndex.of_lengths(lengths, field=_PIECE_FIELDS[kind])
+        final = formats.derived_path(output, split, PIECES)
+        with tempfile.TemporaryDirectory(prefix="dew-pieces-") as local:
+            path = os.path.join(local, os.path.basename(final))
+            index.save(path, fingerprint)
+            files.upload(path, final, output, replace=True)
+        # Named one by one: a rerun rewrites them on its skip path, so they need not outlive the index.
+        files.delete([_lengths_path(output, shard.name) for shard in shards])
+        indexed.append(split)
+    return indexed
