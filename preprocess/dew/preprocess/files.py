@@ -103,8 +103,12 @@ def delete(paths: Sequence[str]) -> None:
 def delete_tree(directory: str) -> None:
     if is_local(directory):
         shutil.rmtree(directory, ignore_errors=True)
-    elif exists(directory.rstrip("/") + "/"):
-        FileSystems.delete([directory.rstrip("/") + "/"])
+        return
+    # An object store has no directories to delete: only the objects under the prefix exist.
+    (found,) = FileSystems.match([directory.rstrip("/") + "/*"])
+    paths = [m.path for m in found.metadata_list]
+    if paths:
+        FileSystems.delete(paths)
 
 
 def temp_name(directory: str, name: str) -> str:
