@@ -129,3 +129,18 @@ def test_token_specs_read_a_gs_corpus_as_they_read_the_local_one(gcs_emulator, c
             with data.train(DataPartition()) as stream:
                 batches[where] = [next(stream) for _ in range(5)]
         assert_batches_equal(batches[local], batches[uri])
+
+
+def test_a_remote_bin_corpus_fetches_only_the_shards_it_reads(gcs_emulator, cache, tmp_path) -> None:
+    from dew.data import TokenBytes
+    from tests.runtime.token_support import documents, write_corpus
+
+    local = write_corpus(str(tmp_path / "lazy"), {"train": documents(40, seed=5)}, shards=4)
+    uri = f"gs://{BUCKET}/corpora/lazy"
+    _upload_directory(local, uri)
+    tokens = TokenBytes(uri)
+    assert not [n for _, _, names in os.walk(cache) for n in names if n.endswith(".bin")], "nothing fetched at open"
+    np.testing.assert_array_equal(tokens[0:5], TokenBytes(local)[0:5])
+    fetched = [n for _, _, names in os.walk(cache) for n in names if n.endswith(".bin")]
+    assert fetched == [formats.shard_name("train", 0, 4, "bin")]
+    np.testing.assert_array_equal(tokens[0 : len(tokens)], TokenBytes(local)[0 : len(tokens)])

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dew.data import formats
+from dew.data import formats, remote
 from dew.data.tokens.pieces import PieceIndex
 
 _DEFAULT_DTYPE = np.dtype(np.uint16)
@@ -84,7 +84,12 @@ class TokenBytes:
             shards = meta.shards(split)
             if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
                 raise ValueError(f"{path}: split {split!r} is not held in .bin shards")
-            self.files = tuple(formats.verify_shard(path, s) for s in shards)
+            # A gs:// shard is fetched into the local cache when a read first needs it, so a start over a
+            # remote corpus downloads only the shards it touches; a local shard is checked now.
+            self._shards = shards if remote.is_remote(path) else None
+            self.files = tuple(
+                os.path.join(path, s.name) if self._shards else formats.verify_shard(path, s) for s in shards
+            )
             self.dtype = _dtype_from_meta({"dtype": meta.dtype}, os.path.join(path, formats.META))
             self._fingerprint = meta.fingerprint()
             own_eos = meta.eos_id
@@ -95,13 +100,14 @@ class TokenBytes:
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = _dtype_from_meta(sibling, where)
             self.files = (formats.local_file(path),)
+            self._shards = None
             self._fingerprint = None
             own_eos = sibling.get("eos_id") if sibling else None
         self.eos_id = own_eos if eos_id is None else eos_id
         self.split = split
         sizes = []
-        for file in self.files:
-            size = os.path.getsize(file)
+        for i, file in enumerate(self.files):
+            size = self._shards[i].bytes if self._shards else os.path.getsize(file)
             if size % self.dtype.itemsize:
                 raise ValueError(
                     f"{file} holds {size} bytes, not a whole number of {self.dtype} ids: the file is truncated "
@@ -109,45 +115,46 @@ class TokenBytes:
                 )
             sizes.append(size // self.dtype.itemsize)
         self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
-        self._maps: list[np.memmap] | None = None
+        self._maps: dict[int, np.memmap] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_maps": None}  # memmaps reopen in the worker that unpickles this
+        return {**self.__dict__, "_maps": {}}  # memmaps reopen in the worker that unpickles this
 
     def open_handle(self, shard: int = 0) -> np.memmap:
         """A read-only memmap over one file (the only one, for a single .bin)."""
-        return np.memmap(self.files[shard], dtype=self.dtype, mode="r")
+        file = self.files[shard]
+        if self._shards:
+            file = formats.verify_shard(self.path, self._shards[shard])  # fetched and checked once per host
+        return np.memmap(file, dtype=self.dtype, mode="r")
 
-    def _open(self) -> list[np.memmap]:
-        if self._maps is None:
-            self._maps = [self.open_handle(i) for i in range(len(self.files))]
-        return self._maps
+    def _map(self, shard: int) -> np.memmap:
+        if shard not in self._maps:
+            self._maps[shard] = self.open_handle(shard)
+        return self._maps[shard]
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
 
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
-        maps = self._open()
-        if len(maps) == 1:
-            return np.asarray(maps[0][start:stop])
+        if len(self.files) == 1:
+            return np.asarray(self._map(0)[start:stop])
         first = bisect.bisect_right(self.ends.tolist(), start)
         parts, at = [], start
-        for shard in range(first, len(maps)):
+        for shard in range(first, len(self.files)):
             if at >= stop:
                 break
             base = int(self.ends[shard - 1]) if shard else 0
             end = min(stop, int(self.ends[shard]))
-            parts.append(maps[shard][at - base : end - base])
+            parts.append(self._map(shard)[at - base : end - base])
             at = end
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
 
     def spans(self, starts: np.ndarray, length: int) -> np.ndarray:
-        maps = self._open()
         starts = np.asarray(starts, dtype=np.int64)
         out = np.empty((len(starts), length), dtype=self.dtype)
-        if len(maps) == 1:
-            whole = maps[0]
+        if len(self.files) == 1:
+            whole = self._map(0)
             for row, start in enumerate(starts.tolist()):
                 out[row] = whole[start : start + length]
             return out
