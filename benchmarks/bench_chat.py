@@ -20,22 +20,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks.timing import rate
 from dew.data.chat import ChatWindows
 from dew.data.preference import PairSource
 from dew.data.templates import ChatTemplate, messages_of
 from tests.runtime.chat_support import corpus, save_chat_tokenizer
 
 BATCH = 64
-
-
-def rate(fn, count: int, seconds: float = 3.0) -> float:
-    """Items per second of fn(), which handles `count` items, repeated for about `seconds`."""
-    fn()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        calls += 1
-    return calls * count / (time.perf_counter() - start)
 
 
 def conversations(n: int) -> list[list[dict[str, str]]]:

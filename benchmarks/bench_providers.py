@@ -14,28 +14,18 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks.timing import rate
 from dew.data import DataPartition, HFDatasetSource, HubDataset, Loading, TFDSOptions
 from dew.data.records import collate
 from tests.runtime.providers_support import prepare_tfds
 
 BATCH = 256
-
-
-def rate(fn, count: int, seconds: float = 3.0) -> float:
-    """Items per second of fn(), which handles `count` items, repeated for about `seconds`."""
-    fn()
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        fn()
-        calls += 1
-    return calls * count / (time.perf_counter() - start)
 
 
 def batches_of(size: int, seed: int = 0) -> list[np.ndarray]:
