@@ -67,8 +67,10 @@ def assert_resume_exact(
     reader: Reader, *, steps: int, stop_at: int, count_before: int = 1, count_after: int = 1
 ) -> None:
     """A stream stopped after `stop_at` steps on `count_before` shares, saved as JSON and resumed on
-    `count_after` shares, yields exactly the global batches of one uninterrupted single-reader run."""
-    full, _ = read_global(reader, 1, steps)
+    `count_after` shares, yields exactly the global batches of one uninterrupted single-reader run, and
+    ends at the same position (record count and token counters)."""
+    full, full_state = read_global(reader, 1, steps)
     head, state = read_global(reader, count_before, stop_at)
-    tail, _ = read_global(reader, count_after, steps - stop_at, state)
+    tail, tail_state = read_global(reader, count_after, steps - stop_at, state)
     assert_batches_equal(full, head + tail)
+    assert tail_state == full_state, f"the resumed run ends at {tail_state}, the uninterrupted one at {full_state}"

@@ -124,9 +124,12 @@ def test_records_is_the_exact_window_count_and_validation_reads_val(corpus) -> N
     # one epoch of the shuffled stream holds every window once, and the batches are those windows
     _, windows = data.train.order.locate(np.arange(data.records))
     assert sorted(windows.tolist()) == list(range(data.records))
-    batches, _ = read_global(data.train, 1, 3)
+    batches, state = read_global(data.train, 1, 3)
     source = data.train.order.corpora[0].source
     np.testing.assert_array_equal(batches[2]["text"], source.read_batch(windows[8:12])["text"])
+    # the saved token counter is the real tokens read, padding excluded, whatever the share count
+    assert state["tokens"] == {corpus: sum(int((b["text_segment_ids"] > 0).sum()) for b in batches)}
+    assert read_global(data.train, 4, 3)[1] == state
 
 
 def test_spec_round_trips_with_a_mixture_and_phases(corpus) -> None:

@@ -203,14 +203,15 @@ class MixtureOrder(BaseOrder):
                 )
         super().check_resume(saved, records)
 
-    def tokens(self, records: int) -> dict[str, int]:
-        """Tokens each corpus supplied to the first `records` records (sources that count them)."""
-        counts = self.counts(records)
-        return {
-            c.name: int(n) * c.source.record_tokens
-            for c, n in zip(self.corpora, counts.tolist(), strict=True)
-            if hasattr(c.source, "record_tokens")
-        }
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
+        """Real tokens each corpus supplied to global records `ks` (corpora whose source counts them)."""
+        corpus, index = self.locate(ks)
+        out = {}
+        for c, entry in enumerate(self.corpora):
+            count = getattr(entry.source, "tokens_in", None)
+            if count is not None:
+                out[entry.name] = int(count(index[corpus == c]).sum())
+        return out
 
 
 def mixture_changes(saved: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:

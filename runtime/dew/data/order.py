@@ -78,7 +78,7 @@ class Order(Protocol):
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None: ...
 
-    def tokens(self, records: int) -> dict[str, int]: ...
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]: ...
 
 
 class BaseOrder:
@@ -96,7 +96,8 @@ class BaseOrder:
                 "resume with the data the checkpoint was written with, or start the data afresh"
             )
 
-    def tokens(self, records: int) -> dict[str, int]:
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
+        """Real tokens (padding excluded) that global records `ks` hold, per corpus; {} where uncounted."""
         return {}
 
 

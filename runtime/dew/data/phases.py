@@ -112,12 +112,12 @@ class PhasedOrder(BaseOrder):
             ],
         }
 
-    def tokens(self, records: int) -> dict[str, int]:
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
+        ks = np.asarray(ks, dtype=np.int64)
+        phase = np.searchsorted(np.array(self.bounds), ks, side="right") - 1
         out: dict[str, int] = {}
-        for start, end, order in zip(self.bounds, self.ends, self.orders, strict=True):
-            if start >= records:
-                break
-            for name, count in order.tokens(records - start if end is None else min(records, end) - start).items():
+        for p in np.unique(phase).tolist():
+            for name, count in self.orders[p].record_tokens(ks[phase == p] - self.bounds[p]).items():
                 out[name] = out.get(name, 0) + count
         return out
 

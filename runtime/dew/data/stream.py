@@ -84,6 +84,9 @@ class GlobalStream:
         for stage in schedule.stages:
             partition.rows(stage.batch)  # refuse a share count that does not divide a stage's batch
         self._next_step = 0
+        # Real tokens each corpus has supplied to the steps handed over, by every share together. Each
+        # share adds the whole global step by index arithmetic, so every share holds the same counts.
+        self._tokens: dict[str, int] = {}
         self._iterator: grain.DatasetIterator | None = None
         self._closed = False
 
@@ -105,6 +108,9 @@ class GlobalStream:
             rows = self.partition.rows(self.schedule.step(self._next_step)[1])
             self._iterator = _run(ds, self.loading, rows)
         batch = next(self._iterator)
+        first, size = self.schedule.step(self._next_step)
+        for name, count in self.order.record_tokens(np.arange(first, first + size, dtype=np.int64)).items():
+            self._tokens[name] = self._tokens.get(name, 0) + count
         self._next_step += 1
         return batch
 
@@ -114,8 +120,7 @@ class GlobalStream:
         return self.schedule.step(self._next_step)[0]
 
     def get_state(self) -> position.Position:
-        records = self.records
-        return position.GlobalPosition(records, self.order.describe(), self.order.tokens(records)).to_state()
+        return position.GlobalPosition(self.records, self.order.describe(), dict(self._tokens)).to_state()
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         saved = position.parse(state)
@@ -130,6 +135,7 @@ class GlobalStream:
             raise ValueError(f"saved position at step {step} is past the end of this {self.steps}-step pass")
         self._release()
         self._next_step = step
+        self._tokens = {str(name): int(count) for name, count in saved.tokens.items()}
 
     def _release(self) -> None:
         if self._iterator is not None:

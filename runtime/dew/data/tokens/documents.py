@@ -61,11 +61,17 @@ class PackedWindowSource:
         self.count = len(plan) - first if count is None else count
         if first < 0 or self.count < 0 or first + self.count > len(plan):
             raise ValueError(f"windows {first}..{first + self.count} are outside the plan's {len(plan)} windows")
+        self._filled: np.ndarray | None = None
 
-    @property
-    def record_tokens(self) -> int:
-        """Slots one window holds, padding included."""
-        return self.plan.window
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_filled": None}  # derived from the plan; rebuilt where it is needed
+
+    def tokens_in(self, indices: np.ndarray) -> np.ndarray:
+        """Real tokens (padding excluded) in each of these windows."""
+        if self._filled is None:
+            plan = self.plan
+            self._filled = np.add.reduceat(plan.lengths, plan.offsets[:-1]) if len(plan) else np.zeros(0, np.int64)
+        return self._filled[np.asarray(indices, dtype=np.int64) + self.first]
 
     def __len__(self) -> int:
         return self.count
