@@ -160,3 +160,13 @@ def test_bad_specs_are_refused(corpus, tmp_path) -> None:
     other = write_corpus(str(tmp_path / "other"), {"train": documents(5)}, tokenizer="another")
     with pytest.raises(ValueError, match="different tokenizers"):
         PackedTokens(path={corpus: 1.0, other: 1.0}, loading=SERIAL).load(batch=2)
+
+
+def test_token_counters_do_not_depend_on_when_the_state_is_taken(corpus) -> None:
+    data = PackedTokens(path=corpus, seq_len=15, packing_bins=3, loading=SERIAL).load(batch=4)
+    with data.train(DataPartition()) as often, data.train(DataPartition()) as once:
+        for _ in range(5):
+            next(often)
+            often.get_state()
+            next(once)
+        assert often.get_state() == often.get_state() == once.get_state()

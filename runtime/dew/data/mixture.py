@@ -205,12 +205,16 @@ class MixtureOrder(BaseOrder):
 
     def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
         """Real tokens each corpus supplied to global records `ks` (corpora whose source counts them)."""
-        corpus, index = self.locate(ks)
+        ks = np.asarray(ks, dtype=np.int64)
+        corpus = self._corpus[ks % self.period]
         out = {}
         for c, entry in enumerate(self.corpora):
-            count = getattr(entry.source, "tokens_in", None)
-            if count is not None:
-                out[entry.name] = int(count(index[corpus == c]).sum())
+            fixed = getattr(entry.source, "tokens_per_record", None)
+            if fixed is not None:  # every record the same size: no need to find which records they are
+                out[entry.name] = int(np.count_nonzero(corpus == c)) * fixed
+            elif hasattr(entry.source, "tokens_in"):
+                _, index = self.locate(ks[corpus == c])
+                out[entry.name] = int(entry.source.tokens_in(index).sum())
         return out
 
 

@@ -84,9 +84,11 @@ class GlobalStream:
         for stage in schedule.stages:
             partition.rows(stage.batch)  # refuse a share count that does not divide a stage's batch
         self._next_step = 0
-        # Real tokens each corpus has supplied to the steps handed over, by every share together. Each
-        # share adds the whole global step by index arithmetic, so every share holds the same counts.
+        # Real tokens each corpus supplied to the steps before _counted_step, by every share together.
+        # Each share counts whole global steps by index arithmetic, so every share holds the same counts;
+        # the counting waits for get_state, where one vectorised pass is far cheaper than one per step.
         self._tokens: dict[str, int] = {}
+        self._counted_step = 0
         self._iterator: grain.DatasetIterator | None = None
         self._closed = False
 
@@ -108,9 +110,6 @@ class GlobalStream:
             rows = self.partition.rows(self.schedule.step(self._next_step)[1])
             self._iterator = _run(ds, self.loading, rows)
         batch = next(self._iterator)
-        first, size = self.schedule.step(self._next_step)
-        for name, count in self.order.record_tokens(np.arange(first, first + size, dtype=np.int64)).items():
-            self._tokens[name] = self._tokens.get(name, 0) + count
         self._next_step += 1
         return batch
 
@@ -120,7 +119,16 @@ class GlobalStream:
         return self.schedule.step(self._next_step)[0]
 
     def get_state(self) -> position.Position:
+        self._count_tokens()
         return position.GlobalPosition(self.records, self.order.describe(), dict(self._tokens)).to_state()
+
+    def _count_tokens(self, chunk: int = 1 << 20) -> None:
+        first, last = self.schedule.step(self._counted_step)[0], self.records
+        for start in range(first, last, chunk):
+            ks = np.arange(start, min(last, start + chunk), dtype=np.int64)
+            for name, count in self.order.record_tokens(ks).items():
+                self._tokens[name] = self._tokens.get(name, 0) + count
+        self._counted_step = self._next_step
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         saved = position.parse(state)
@@ -134,7 +142,7 @@ class GlobalStream:
         if self.steps is not None and step > self.steps:
             raise ValueError(f"saved position at step {step} is past the end of this {self.steps}-step pass")
         self._release()
-        self._next_step = step
+        self._next_step = self._counted_step = step
         self._tokens = {str(name): int(count) for name, count in saved.tokens.items()}
 
     def _release(self) -> None:

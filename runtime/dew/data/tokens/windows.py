@@ -32,9 +32,10 @@ class TokenWindowSource:
         if first < 0 or self.count < 0 or first + self.count > whole:
             raise ValueError(f"windows {first}..{first + self.count} are outside the corpus's {whole} windows")
 
-    def tokens_in(self, indices: np.ndarray) -> np.ndarray:
-        """Ids each of these windows reads: every window reads seq_len + 1."""
-        return np.full(len(indices), self.seq_len + 1, dtype=np.int64)
+    @property
+    def tokens_per_record(self) -> int:
+        """Ids every window reads."""
+        return self.seq_len + 1
 
     def __len__(self) -> int:
         return self.count
