@@ -24,7 +24,7 @@ def first_batch(reader, state=None) -> float:
 
 
 def compare(label: str, reader_for) -> None:
-    """Median over several seeds of the best-of-5 first batch, fresh and restored at record ~1e9.
+    """Median over several seeds of the best-of-20 first batch, fresh and restored at record ~1e9.
 
     One batch's cost depends on which records it holds (the shuffle's cycle walking, the pages it
     touches), so a single fresh batch against a single restored one compares two different batches;
@@ -33,13 +33,13 @@ def compare(label: str, reader_for) -> None:
     from dew.data import DataPartition
 
     fresh_times, restored_times = [], []
-    for seed in range(8):
+    for seed in range(12):
         reader = reader_for(seed)
         with reader(DataPartition()) as stream:
             state = {**stream.get_state(), "records": 10**9 + 32 * seed}
         first_batch(reader)  # warm the imports and the page cache
-        fresh_times.append(min(first_batch(reader) for _ in range(5)))
-        restored_times.append(min(first_batch(reader, state) for _ in range(5)))
+        fresh_times.append(min(first_batch(reader) for _ in range(20)))
+        restored_times.append(min(first_batch(reader, state) for _ in range(20)))
     fresh, restored = float(np.median(fresh_times)), float(np.median(restored_times))
     print(
         f"{label:<22} fresh {1e3 * fresh:6.1f} ms, at record 1e9 {1e3 * restored:6.1f} ms: {restored / fresh:4.2f}x"

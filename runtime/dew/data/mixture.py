@@ -10,6 +10,7 @@ any indexable source mixes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import math
@@ -118,6 +119,7 @@ class MixtureOrder(BaseOrder):
             else None
         )
         self._length = None if seed is not None else self._pass_length()
+        self._description: dict[str, Any] | None = None
 
     def counts(self, records: int) -> np.ndarray:
         """How many of the first `records` global records each corpus supplied."""
@@ -183,14 +185,17 @@ class MixtureOrder(BaseOrder):
         return self.read(ks)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "order": "mixture",
-            "seed": self.seed,
-            "corpora": [
-                {"name": c.name, "weight": w, "offset": c.offset, "source": describe_source(c.source)}
-                for c, w in zip(self.corpora, self.weights, strict=True)
-            ],
-        }
+        # The corpora never change under an order, and every get_state and set_state asks: describe once.
+        if self._description is None:
+            self._description = {
+                "order": "mixture",
+                "seed": self.seed,
+                "corpora": [
+                    {"name": c.name, "weight": w, "offset": c.offset, "source": describe_source(c.source)}
+                    for c, w in zip(self.corpora, self.weights, strict=True)
+                ],
+            }
+        return copy.deepcopy(self._description)
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
         if saved.get("order") == "mixture":
