@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dew.data import Corpus, DataPartition, Loading, PackedTokens, Ramp, mixed_records, mixture, ramped
@@ -27,6 +27,7 @@ def corpora(sizes: list[int], weights: list[float]) -> list[Corpus]:
 
 
 @given(weights=st.lists(st.integers(1, 9), min_size=1, max_size=5))
+@example(weights=[1, 1, 1, 6, 6])  # "furthest behind" drifts exactly one record off here
 @settings(max_examples=100, deadline=None)
 def test_shares_stay_within_one_record_of_their_weights_over_every_prefix(weights: list[int]) -> None:
     order = MixtureOrder(corpora([7] * len(weights), weights), seed=0)

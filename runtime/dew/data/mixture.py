@@ -1,10 +1,10 @@
 """Weighted mixtures of record sources, as one global order computed by index arithmetic.
 
 Which corpus global record k comes from is a function of k alone: the weights become exact integer
-proportions, one period of sum(weights) records is laid out once by a smooth weighted round robin
-(each record goes to the corpus furthest behind its share), and record k is period k // P, slot k % P.
-So a mixture's position is one global record count, restoring record 10**9 is arithmetic, and every
-prefix of the order holds each corpus's share to within one record. Nothing here is token-specific:
+proportions, one period of sum(weights) records is laid out once by Balinski and Young's quota method
+(see _layout), and record k is period k // P, slot k % P. So a mixture's position is one global record
+count, restoring record 10**9 is arithmetic, and every prefix of the order holds each corpus's share
+to strictly within one record. Nothing here is token-specific:
 any indexable source mixes.
 """
 
@@ -78,9 +78,16 @@ def _layout(weights: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     counts = np.zeros((period + 1, len(weights)), dtype=np.int64)
     taken = [0] * len(weights)
     for slot in range(period):
-        # The corpus furthest behind its share of slot + 1 records; the lower index breaks ties.
-        behind = [(slot + 1) * w - taken[c] * period for c, w in enumerate(weights)]
-        chosen = behind.index(max(behind))
+        # The quota method: among corpora that one more record would not put past the ceiling of their
+        # share of slot + 1 records, the one with the largest weight / (taken + 1), lower index on ties.
+        # Unlike "the corpus furthest behind", it keeps every prefix strictly within one record of every
+        # share (it can be off by exactly one, e.g. weights 1, 1, 1, 6, 6 after ten records).
+        chosen = -1
+        for c, w in enumerate(weights):
+            if taken[c] + 1 > -(-(slot + 1) * w // period):
+                continue
+            if chosen < 0 or w * (taken[chosen] + 1) > weights[chosen] * (taken[c] + 1):
+                chosen = c
         corpus[slot] = chosen
         taken[chosen] += 1
         counts[slot + 1] = taken
