@@ -22,7 +22,7 @@ from dew.data.phases import DataPhase
 from dew.data.tokens.corpus import corpus_meta, open_tokens
 from dew.data.tokens.packed import packed_split
 from tests.runtime.token_support import EOS, documents, stream_of, write_corpus
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_batches_equal, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
 
@@ -170,3 +170,18 @@ def test_token_counters_do_not_depend_on_when_the_state_is_taken(corpus) -> None
             often.get_state()
             next(once)
         assert often.get_state() == often.get_state() == once.get_state()
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_batches_and_positions(corpus) -> None:
+    # Sources travel to Grain's worker processes by pickle and reopen their files there; a position
+    # saved under worker processes resumes in-process on another share count, and vice versa.
+    parallel = Loading(workers=2, threads=2, read_buffer=8, worker_buffer=1)
+    spec = PackedTokens(path=corpus, seq_len=15, packing_bins=3, seed=4, loading=SERIAL)
+    serial_run = spec.load(batch=4).train
+    worker_run = PackedTokens(path=corpus, seq_len=15, packing_bins=3, seed=4, loading=parallel).load(batch=4).train
+    full, full_state = read_global(serial_run, 1, 6)
+    head, state = read_global(worker_run, 2, 3)
+    tail, tail_state = read_global(serial_run, 4, 3, state)
+    assert_batches_equal(full, head + tail)
+    assert tail_state == full_state
