@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -248,7 +248,3 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
         if str(data["fingerprint"]) != fingerprint:
             return None
         return {name: data[name] for name in names}
-
-
-def split_names(meta: CorpusMeta) -> Sequence[str]:
-    return sorted(meta.splits)

@@ -88,9 +88,6 @@ class PackingPlan:
         slots = len(self) * self.window
         return 0.0 if slots == 0 else 1.0 - self.tokens / slots
 
-    def window_pieces(self, w: int) -> slice:
-        return slice(int(self.offsets[w]), int(self.offsets[w + 1]))
-
     def save(self, path: str, fingerprint: str) -> None:
         """Writes the plan, stamped with the fingerprint of the corpus it packs (atomic rename)."""
         formats.save_derived(
