@@ -133,7 +133,7 @@ class ChatMessages(DatasetSpec):
     records are the same rows as JSON objects. Exactly one of the two is set.
 
     Each conversation is rendered whole, then packed with the other conversations into seq_len + 1 windows
-    by dew.data.packing's first-fit plan over packing_bins open windows, in file order; one longer than a
+    by dew.data.packing's best-fit plan over packing_bins open windows, in file order; one longer than a
     window is cut into window-sized pieces whose positions continue. A batch holds int32 [B, seq_len + 1]
     arrays: "text" (ids, pad_id where empty), "text_segment_ids" (1, 2, ... per piece in the window, 0 on
     padding), "text_positions" (the token's place in its conversation), MASK_KEY (1 on the assistant's own

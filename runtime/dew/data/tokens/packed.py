@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import time
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -26,6 +28,8 @@ from dew.data.spec import DatasetSpec, Tokenize, check_ints
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
 
+_log = logging.getLogger("dew.data")
+
 
 def packed_split(path: str, split: str, *, window: int, bins: int, field: str | None) -> PackedWindowSource:
     """A split's packed windows, from the corpus's offline document index and plan when they match it.
@@ -45,9 +49,20 @@ def packed_split(path: str, split: str, *, window: int, bins: int, field: str | 
             f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
             "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
         )
+    if ends is None or plan is None:
+        # Without the offline files a start reads the corpus (to find each eos) and plans it, which
+        # takes minutes on a large one: say so, and how to avoid it.
+        _log.warning(
+            "%s (%s): no offline %s for this corpus; computing it here. `dew-preprocess pack` writes it once.",
+            path,
+            split,
+            "document index and packing plan" if ends is None else f"packing plan for window {window}, bins {bins}",
+        )
+        started = time.monotonic()
     documents = TokenDocumentSource(tokens, ends=ends)
     if plan is None:
         plan = plan_packing(lengths_of(documents.ends), window, bins)
+        _log.warning("%s (%s): %d windows planned in %.1f s", path, split, len(plan), time.monotonic() - started)
     if len(plan) == 0:
         raise ValueError(f"{path}: split {split!r} holds no tokens to pack")
     return PackedWindowSource(documents, plan)
@@ -56,7 +71,8 @@ def packed_split(path: str, split: str, *, window: int, bins: int, field: str | 
 @datasets("packed_tokens")
 @dataclasses.dataclass(frozen=True)
 class PackedTokens(DatasetSpec):
-    """Whole documents packed first-fit into seq_len + 1 windows, with segment ids and positions.
+    """Whole documents packed into seq_len + 1 windows (best fit over packing_bins open windows), with
+    segment ids and positions.
 
     A batch is {"text", "text_segment_ids", "text_positions"}, each int32 [batch, seq_len + 1]; segment
     0 is padding. The plan is made over the whole corpus in file order (dew.data.packing), so a window
