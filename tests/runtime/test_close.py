@@ -76,3 +76,38 @@ def test_workers_do_not_change_the_batches() -> None:
 
     for serial, parallel in zip(batches(0), batches(2), strict=True):
         np.testing.assert_array_equal(serial, parallel)
+
+
+class _SlowSource:
+    """Records whose batch reads take a while, counting the reads still running."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def read_batch(self, indices: np.ndarray) -> np.ndarray:
+        with self.lock:
+            self.running += 1
+        time.sleep(0.2)
+        with self.lock:
+            self.running -= 1
+        return np.asarray(indices)
+
+
+def test_close_waits_for_the_reads_it_started() -> None:
+    # Grain's close does not wait for reads its threads already began; a read still running after
+    # close could touch a memmap the caller is about to rewrite. Close must return only after them.
+    source = _SlowSource()
+    loading = Loading(workers=0, threads=4, read_buffer=64)
+    data = global_dataset(train=source, val=None, batch=4, seed=0, loading=loading, val_batches=None)
+    stream = data.train(DataPartition())
+    next(stream)
+    assert _settled(lambda: source.running > 0, 2.0), "the prefetch threads should be reading ahead"
+    stream.close()
+    assert source.running == 0

@@ -9,6 +9,7 @@ Loading.workers > 0), and one whole batch at a time rather than one record at a 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,16 +31,46 @@ _ENDLESS = 1 << 62
 
 
 class _ShareRows:
-    """Step number → this share's rows of that step. Picklable, so Grain workers can run it."""
+    """Step number → this share's rows of that step. Picklable, so Grain workers can run it.
+
+    Grain's close stops its reader threads without waiting for the reads they have started, so a
+    read could still touch a memmap after close returned (and fault if the caller then rewrites the
+    file). This counts the reads running in this process so close can wait them out, and turns away
+    reads that start after it.
+    """
 
     def __init__(self, order: Order, schedule: Schedule, partition: DataPartition) -> None:
         self.order, self.schedule, self.partition = order, schedule, partition
+        self._running = 0
+        self._stopped = False
+        self._idle = threading.Condition()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"order": self.order, "schedule": self.schedule, "partition": self.partition}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["order"], state["schedule"], state["partition"])
 
     def __call__(self, step: int) -> Any:
-        first, batch = self.schedule.step(step)
-        rows = self.partition.rows(batch)
-        ks = first + self.partition.index + self.partition.count * np.arange(rows, dtype=np.int64)
-        return self.order.read(ks)
+        with self._idle:
+            if self._stopped:
+                return None  # the iterator is closed: nobody will take this step
+            self._running += 1
+        try:
+            first, batch = self.schedule.step(step)
+            rows = self.partition.rows(batch)
+            ks = first + self.partition.index + self.partition.count * np.arange(rows, dtype=np.int64)
+            return self.order.read(ks)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout: float) -> bool:
+        """Turns away new reads and waits up to `timeout` s for running ones; False if some still run."""
+        with self._idle:
+            self._stopped = True
+            return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
 def _multiprocess(loading: Loading) -> grain.MultiprocessingOptions:
@@ -90,6 +121,7 @@ class GlobalStream:
         self._tokens: dict[str, int] = {}
         self._counted_step = 0
         self._iterator: grain.DatasetIterator | None = None
+        self._rows: _ShareRows | None = None
         self._closed = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -104,9 +136,8 @@ class GlobalStream:
             import grain
 
             stop = _ENDLESS if self.steps is None else self.steps
-            ds = grain.MapDataset.range(self._next_step, stop).map(
-                _ShareRows(self.order, self.schedule, self.partition)
-            )
+            self._rows = _ShareRows(self.order, self.schedule, self.partition)
+            ds = grain.MapDataset.range(self._next_step, stop).map(self._rows)
             rows = self.partition.rows(self.schedule.step(self._next_step)[1])
             self._iterator = _run(ds, self.loading, rows)
         batch = next(self._iterator)
@@ -149,6 +180,10 @@ class GlobalStream:
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
+            if not self._rows.stop(self.loading.stop_seconds):
+                raise RuntimeError(
+                    f"a read of this data iterator was still running {self.loading.stop_seconds:.0f} s after close"
+                )
 
     def close(self) -> None:
         """Stops the readers (threads and worker processes) this iterator started. Idempotent."""

@@ -7,7 +7,6 @@ reads only the spans it is asked for.
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 from collections.abc import Sequence
@@ -139,7 +138,7 @@ class TokenBytes:
         start, stop = _bounds(span, len(self))
         if len(self.files) == 1:
             return np.asarray(self._map(0)[start:stop])
-        first = bisect.bisect_right(self.ends.tolist(), start)
+        first = int(np.searchsorted(self.ends, start, side="right"))
         parts, at = [], start
         for shard in range(first, len(self.files)):
             if at >= stop:
