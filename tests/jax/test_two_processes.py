@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -17,53 +12,18 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dew.data import DataPartition
 from dew.data.checkpoints import DataPositionRestore
+from tests.jax import cluster
 from tests.jax.cases import STEPS, dataset, read_steps
 
 pytestmark = pytest.mark.jax
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 240  # seconds for both processes together; jax starts slowly on a shared 2-core machine
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
     out = tmp_path_factory.mktemp("two_processes")
-    port = _free_port()
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
-    env.pop("XLA_FLAGS", None)
-    logs = [open(out / f"log-{i}.txt", "w") for i in range(2)]  # noqa: SIM115 - closed below
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.jax.two_process", str(i), str(port), str(out)],
-            cwd=ROOT,
-            env=env,
-            stdout=logs[i],
-            stderr=subprocess.STDOUT,
-        )
-        for i in range(2)
-    ]
-    try:
-        for p in procs:
-            p.wait(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-            p.wait()
-    finally:
-        for log in logs:
-            log.close()
-    text = "\n".join(
-        f"--- process {i} (rc={p.returncode}) ---\n" + (out / f"log-{i}.txt").read_text()[-4000:]
-        for i, p in enumerate(procs)
-    )
-    assert all(p.returncode == 0 for p in procs), text
-    return out, [json.loads((out / f"process-{i}.json").read_text()) for i in range(2)]
+    return out, cluster.run("tests.jax.two_process", 2, out, timeout=TIMEOUT)
 
 
 def test_each_process_reads_its_own_share(cluster_run: tuple[Path, list[dict]]) -> None:
