@@ -178,6 +178,8 @@ def test_the_hand_off_collective_and_its_signals(devices: list) -> None:
         dist._decode(dist._END, b"", DataPartition())
     with pytest.raises(RuntimeError, match="first reader of share 1 of 2 failed: OSError: gone"):
         dist._decode(dist._FAILED, b"OSError: gone", DataPartition(index=1, count=2))
+    with pytest.raises(RuntimeError, match="first reader of share 1 of 2 failed, so the readers of share 0 stop"):
+        dist._decode(dist._ELSEWHERE, b"1", DataPartition(index=0, count=2))
     with pytest.raises(TypeError, match="object array"):
         dist._encode({"x": np.array([object()])})
 

@@ -179,10 +179,12 @@ def first_reader_batch(batches: Iterator[Any] | None, mesh: Mesh, batch_axes: Se
     """The next batch of this process's share, read by the share's first reader alone and handed to the rest.
 
     Every process of the mesh calls this once a step, together. On the first reader (`reader == 0`)
-    `batches` is the share's iterator; on the others it is not touched and may be None. When the first
-    reader's iterator ends, every reader of the mesh gets StopIteration; when it fails, the others get a
-    RuntimeError naming the failure instead of waiting for a batch that will not come. With one reader per
-    share this is `next(batches)` and nothing is sent.
+    `batches` is the share's iterator; on the others it is not touched and may be None. A global batch
+    needs every share, so the mesh stops at the step where any share stops: when a first reader's
+    iterator ends, every process of the mesh gets StopIteration (a first reader whose share still had a
+    batch drops it); when one fails, the others get a RuntimeError naming the failed share instead of
+    waiting for a batch that will not come. With one reader per share this is `next(batches)` and nothing
+    is sent, so shares that end at different steps are the caller's to line up.
     """
     axes = batch_axes_of(mesh, batch_axes)
     layout = _layout(mesh, axes)
@@ -201,7 +203,9 @@ def first_reader_batch(batches: Iterator[Any] | None, mesh: Mesh, batch_axes: Se
     except Exception as failure:
         hand((_FAILED, f"{type(failure).__name__}: {failure}".encode()))
         raise
-    hand((_BATCH, payload))
+    status, received = hand((_BATCH, payload))
+    if status != _BATCH:  # another share ended or failed at this step
+        _decode(status, received, me)
     return batch
 
 
@@ -211,8 +215,9 @@ def _required(batches: Iterator[Any] | None, me: DataPartition) -> Iterator[Any]
     return batches
 
 
-# What the first reader sends ahead of the payload, so the others know what follows.
-_BATCH, _END, _FAILED = 0, 1, 2
+# What the first reader sends ahead of the payload, so the others know what follows. _ELSEWHERE is never
+# sent: it is what a share with a batch gets when another share's first reader failed at that step.
+_BATCH, _END, _FAILED, _ELSEWHERE = 0, 1, 2, 3
 
 
 def _encode(batch: Any) -> bytes:
@@ -243,6 +248,11 @@ def _decode(status: int, payload: bytes, me: DataPartition) -> Any:
         raise StopIteration
     if status == _FAILED:
         raise RuntimeError(f"the first reader of share {me.index} of {me.count} failed: {payload.decode()}")
+    if status == _ELSEWHERE:
+        raise RuntimeError(
+            f"the first reader of share {payload.decode()} of {me.count} failed, so the readers of share "
+            f"{me.index} stop at the same step (the processes of share {payload.decode()} say why)"
+        )
     size = int.from_bytes(payload[:8], "little")
     tree, offset = json.loads(payload[8 : 8 + size]), 8 + size
 
@@ -272,7 +282,9 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
     exchange is two collectives: a header, then the payload padded to a power of two so that a run
     compiles a handful of sizes rather than one per batch. Every process of the mesh runs one program,
     so the header also carries the largest payload of any share: all shares then send that size, even
-    when one share's stream has ended or its batches are smaller.
+    when one share's stream has ended or its batches are smaller. It carries the worst status of any
+    share too, so that a share ending or failing stops every share at that step rather than leaving the
+    others waiting in the next step's collectives for processes that have stopped.
     """
     counts = {p.count for p in layout.partitions.values()}
     readers = {p.readers for p in layout.partitions.values()}
@@ -295,7 +307,9 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
 
     def header(local: jax.Array) -> jax.Array:
         mine = first(local)  # [1, 1, (status, size)]
-        return jax.numpy.concatenate([mine, jax.lax.pmax(mine[..., 1:], ("share", "reader"))], axis=-1)
+        everyone = ("share", "reader")
+        worst = mine[..., :1] * count + jax.lax.axis_index("share")  # the status, then which share
+        return jax.numpy.concatenate([mine, jax.lax.pmax(mine[..., 1:], everyone), jax.lax.pmax(worst, everyone)], -1)
 
     on_mesh = functools.partial(jax.shard_map, mesh=hand_mesh, in_specs=spec, out_specs=spec)
     header_of, payload_of = jax.jit(on_mesh(header)), jax.jit(on_mesh(first))
@@ -309,11 +323,17 @@ def _handoff(layout: _Layout) -> Callable[[tuple[int, bytes] | None], tuple[int,
         status, payload = message if message is not None else (_BATCH, b"")
         if len(payload) >= _MAX_PAYLOAD:
             raise ValueError(f"a batch of {len(payload)} bytes is too large to hand over; split it into smaller steps")
-        status, size, largest = (int(v) for v in exchange(header_of, np.array([status, len(payload)], np.int32)))
-        if not largest:
-            return status, b""
-        # Sent as 32-bit words: XLA's CPU collectives move them about twice as fast as single bytes.
-        return status, exchange(payload_of, _padded(payload, largest).view(np.uint32)).tobytes()[:size]
+        header = exchange(header_of, np.array([status, len(payload)], np.int32))
+        status, size, largest, worst = (int(v) for v in header)
+        received = b""
+        if largest:  # sent as 32-bit words: XLA's CPU collectives move them about twice as fast as bytes
+            received = exchange(payload_of, _padded(payload, largest).view(np.uint32)).tobytes()[:size]
+        stopped, share = divmod(worst, count)
+        if status == _BATCH and stopped == _END:
+            return _END, b""
+        if status == _BATCH and stopped == _FAILED:
+            return _ELSEWHERE, str(share).encode()
+        return status, received
 
     return hand
 
