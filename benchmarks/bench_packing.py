@@ -64,7 +64,8 @@ def first_batch_seconds(directory: str, offline: bool) -> float:
         spec = PackedTokens(path=directory, seq_len=WINDOW - 1, val_batches=0, loading=Loading(workers=0, threads=2))
         with spec.load(batch=8).train(DataPartition()) as stream:
             next(stream)
-        best = min(best, time.perf_counter() - start)
+            # Up to the first batch in hand; closing (which waits for reads already started) is not start-up.
+            best = min(best, time.perf_counter() - start)
     return best
 
 
