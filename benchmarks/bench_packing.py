@@ -35,6 +35,7 @@ def ffd_padding(lengths: np.ndarray, window: int) -> float:
 
 def write_corpus(directory: str, tokens: int, seed: int) -> None:
     from dew.data import formats
+    from dew.data.sections import TokensSection
 
     rng = np.random.default_rng(seed)
     ids = rng.integers(1, 50000, size=tokens, dtype=np.uint16)
@@ -42,8 +43,11 @@ def write_corpus(directory: str, tokens: int, seed: int) -> None:
     ids[ends[ends <= tokens] - 1] = 0
     name = formats.shard_name("train", 0, 1, "bin")
     ids.tofile(f"{directory}/{name}")
-    shard = formats.Shard(name, tokens, 0, ids.nbytes, formats.sha256_file(f"{directory}/{name}"))
-    meta = formats.CorpusMeta("bench", "0" * 64, 50000, "uint16", 0, None, {"train": (shard,)})
+    shard = formats.Shard(
+        name=name, records=0, units=tokens, bytes=ids.nbytes, sha256=formats.sha256_file(f"{directory}/{name}")
+    )
+    section = TokensSection(tokenizer="bench", tokenizer_hash="0" * 64, vocab_size=50000, dtype="uint16", eos_id=0)
+    meta = formats.Meta(section=section, splits={"train": (shard,)})
     formats.write_meta(directory, meta)
 
 

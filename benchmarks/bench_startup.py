@@ -28,6 +28,7 @@ def write_corpus(directory: str, shards: int, seed: int = 0) -> None:
     from array_record.python.array_record_module import ArrayRecordWriter
 
     from dew.data import formats
+    from dew.data.sections import TokensSection
 
     os.makedirs(directory)
     rng = np.random.default_rng(seed)
@@ -43,16 +44,23 @@ def write_corpus(directory: str, shards: int, seed: int = 0) -> None:
             writer.write(doc.tobytes())
         writer.close()
         entries.append(
-            formats.Shard(name, int(lengths.sum()), len(lengths), os.path.getsize(path), formats.sha256_file(path))
+            formats.Shard(
+                name=name,
+                records=len(lengths),
+                units=int(lengths.sum()),
+                bytes=os.path.getsize(path),
+                sha256=formats.sha256_file(path),
+            )
         )
-    meta = formats.CorpusMeta("bench", "0" * 64, 50000, "uint16", 0, None, {"train": tuple(entries)})
+    section = TokensSection(tokenizer="bench", tokenizer_hash="0" * 64, vocab_size=50000, dtype="uint16", eos_id=0)
+    meta = formats.Meta(section=section, splits={"train": tuple(entries)})
     formats.write_meta(directory, meta)
 
 
 def write_index(directory: str) -> None:
     """What the tokenize job leaves beside the shards (here computed by the runtime's own scan)."""
     from dew.data import formats
-    from dew.data.tokens.pieces import PIECES
+    from dew.data.pieces import PIECES
     from dew.data.tokens.sources import TokenRecords
 
     meta = formats.read_meta(directory)
@@ -76,7 +84,7 @@ def first_batch_seconds(directory: str, repeats: int = 3) -> float:
 
 def main() -> None:
     from dew.data import formats
-    from dew.data.tokens.pieces import PIECES
+    from dew.data.pieces import PIECES
 
     with tempfile.TemporaryDirectory(prefix="dew-bench-startup-") as root:
         sizes = {"1x": BATCH, "10x": 10 * BATCH}

@@ -17,7 +17,7 @@ def test_demo_tokenizes_packs_and_reads_back(tmp_path: Path, capsys: pytest.Capt
     result = demo.main(["--workdir", str(tmp_path), "--seq_len", "128", "--batch", "4", "--steps", "5", *in_memory])
     out = capsys.readouterr().out
     meta = formats.read_meta(result["corpus"])
-    assert meta.eos_id == 256 and set(meta.splits) == {"train", "val"}
+    assert meta.tokens.eos_id == 256 and set(meta.splits) == {"train", "val"}
     assert result["windows"] > 0 and 0.9 < result["fill"] <= 1.0 and result["rate"] > 0
     row = next(line for line in out.splitlines() if "row 0:" in line)
     assert len(row.split("row 0:")[1].strip()) > 50  # decoded pydoc text, not ids

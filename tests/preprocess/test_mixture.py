@@ -42,7 +42,7 @@ def test_plan_counts_windows_and_epochs_and_refuses_mixed_tokenizers(tmp_path: P
         entry = by_path[str(path)]
         meta = formats.read_meta(str(path))
         stream = split_tokens(path, "train")
-        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.eos_id)
+        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.tokens.eos_id)
         assert entry["windows_available"] == len(packing.plan_packing(packing.lengths_of(ends), 65, 8))
         assert entry["weight"] == weight and abs(entry["windows"] - weight * plan["windows"]) <= 1
         assert entry["epochs"] == pytest.approx(entry["windows"] / entry["windows_available"])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dew.data import formats
+from dew.data.pieces import PIECES, PieceIndex
 from dew.data.tokens.corpus import open_tokens
-from dew.data.tokens.pieces import PIECES, PieceIndex
 from dew.data.tokens.sources import TokenColumn, TokenRecords
 from tests.preprocess.test_tokenize_job import split_tokens, tokenize
 
@@ -31,13 +31,13 @@ def test_offline_pieces_equal_what_the_runtime_computes(
     out = tmp_path / ext
     tokenize(text_inputs, out, "--format", ext, *flags)
     meta = formats.read_meta(str(out))
-    assert ("--pack" in flags) == (meta.eos_id is not None)
+    assert ("--pack" in flags) == (meta.tokens.eos_id is not None)
     offline = {}
     for split in meta.splits:
         offline[split] = PieceIndex.load(formats.derived_path(str(out), split, PIECES), meta.fingerprint())
         files = [str(out / shard.name) for shard in meta.shards(split)]
         assert offline[split] == SOURCES[ext](files).pieces  # no index given: the source scans its shards
-        assert offline[split].counts.tolist() == [s.documents for s in meta.shards(split)]
+        assert offline[split].counts.tolist() == [s.records for s in meta.shards(split)]
 
     def refuse(*_, **__):
         raise AssertionError("the runtime scanned shards the job indexed")

@@ -32,8 +32,8 @@ def split_tokens(directory: Path, split: str) -> np.ndarray:
     parts = []
     for shard in meta.shards(split):
         ext = formats.parse_shard_name(shard.name)[3]
-        parts.extend(shard_tokens(str(directory / shard.name), ext, np.dtype(meta.dtype)))
-    return np.concatenate(parts) if parts else np.zeros(0, meta.dtype)
+        parts.extend(shard_tokens(str(directory / shard.name), ext, np.dtype(meta.tokens.dtype)))
+    return np.concatenate(parts) if parts else np.zeros(0, meta.tokens.dtype)
 
 
 def listing(directory: Path) -> dict[str, str]:
@@ -45,14 +45,15 @@ def test_byte_corpus_holds_every_document_in_order_with_eos(text_inputs: Path, t
     out = tmp_path / "out"
     found = tokenize(text_inputs, out, "--pack", "--val_fraction", "0.1", "--num_shards", "3", "--seq_len", "64")
     meta = formats.read_meta(str(out))
-    assert (meta.tokenizer, meta.vocab_size, meta.eos_id, meta.dtype) == ("byte", 257, 256, "uint16")
+    section = meta.tokens
+    assert (section.tokenizer, section.vocab_size, section.eos_id, section.dtype) == ("byte", 257, 256, "uint16")
     want = reference_stream(topics(40), ByteTokenizer(), 256, np.uint16)
     cut = len(want) - int(len(want) * 0.1)
     np.testing.assert_array_equal(split_tokens(out, "train"), want[:cut])
     np.testing.assert_array_equal(split_tokens(out, "val"), want[cut:])
     assert [s.name for s in meta.shards("train")] == [f"train-0000{i}-of-00003.bin" for i in range(3)]
     train = split_tokens(out, "train")
-    starts = np.cumsum([s.tokens for s in meta.shards("train")])[:-1]
+    starts = np.cumsum([s.units for s in meta.shards("train")])[:-1]
     assert all(train[s - 1] == 256 for s in starts if s > 0)  # shards break between documents
     for split in meta.splits:
         for shard in meta.shards(split):
@@ -88,7 +89,7 @@ def test_hf_tokenizer_trained_here_and_saved_locally(text_inputs: Path, tmp_path
     tokenize(text_inputs, out, "--tokenizer", hf_tokenizer_dir, "--pack")
     tokenizer = HFTokenizer(hf_tokenizer_dir)
     meta = formats.read_meta(str(out))
-    assert (meta.tokenizer_hash, meta.vocab_size, meta.eos_id) == (
+    assert (meta.tokens.tokenizer_hash, meta.tokens.vocab_size, meta.tokens.eos_id) == (
         tokenizer.fingerprint(),
         tokenizer.vocab_size,
         tokenizer.eos_id,
@@ -106,7 +107,7 @@ def test_offline_pack_files_equal_what_the_runtime_computes(text_inputs: Path, t
     fingerprint = meta.fingerprint()
     for split in ("train", "val"):
         stream = split_tokens(out, split)
-        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.eos_id)
+        ends = packing.document_ends(len(stream), lambda a, b, s=stream: s[a:b], meta.tokens.eos_id)
         offline = packing.load_document_ends(formats.derived_path(str(out), split, packing.DOCUMENTS), fingerprint)
         np.testing.assert_array_equal(offline, ends)
         for seq_len, bins in ((100, 8), (30, 3)):
@@ -202,7 +203,7 @@ def test_gs_inputs_and_outputs_through_the_emulator(text_inputs: Path, tmp_path:
     for name, digest in local.items():
         if name != formats.META:
             assert formats.sha256_file(str(downloaded / name)) == digest, name
-    assert formats.CorpusMeta.from_json(json.loads((downloaded / formats.META).read_text())).fingerprint() == (
+    assert formats.Meta.from_json(json.loads((downloaded / formats.META).read_text())).fingerprint() == (
         formats.read_meta(str(tmp_path / "local")).fingerprint()
     )
 

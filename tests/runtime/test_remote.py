@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dew.data import formats, remote
+from dew.data.sections import TokensSection
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.gcs
@@ -23,20 +24,15 @@ def _upload(uri: str, data: bytes) -> None:
     fs.invalidate_cache()
 
 
-def _commit_corpus(root: str, tokens: np.ndarray) -> formats.CorpusMeta:
+def _commit_corpus(root: str, tokens: np.ndarray) -> formats.Meta:
     data = tokens.astype(np.uint16).tobytes()
     name = formats.shard_name("train", 0, 1, "bin")
     _upload(f"{root}/{name}", data)
-    shard = formats.Shard(name, len(tokens), 1, len(data), hashlib.sha256(data).hexdigest())
-    meta = formats.CorpusMeta(
-        tokenizer="byte",
-        tokenizer_hash="h",
-        vocab_size=257,
-        dtype="uint16",
-        eos_id=256,
-        bos_id=None,
-        splits={"train": (shard,)},
+    shard = formats.Shard(
+        name=name, records=1, units=len(tokens), bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
     )
+    section = TokensSection(tokenizer="byte", tokenizer_hash="h", vocab_size=257, dtype="uint16", eos_id=256)
+    meta = formats.Meta(section=section, splits={"train": (shard,)})
     _upload(f"{root}/{formats.META}", json.dumps(meta.to_json()).encode())
     return meta
 

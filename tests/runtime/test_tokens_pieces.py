@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dew.data import DataPartition, Loading, TokenWindows, formats
+from dew.data.pieces import PIECES, PieceIndex, offline_pieces
 from dew.data.tokens.corpus import open_tokens
-from dew.data.tokens.pieces import PIECES, PieceIndex, offline_pieces
 from dew.data.tokens.sources import TokenColumn, TokenRecords
 from tests.runtime.token_support import documents, stream_of, write_corpus
 from tests.support import assert_resume_exact

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dew.data import formats
+from dew.data.sections import TokensSection
 
 EOS = 0
 
@@ -62,23 +63,18 @@ def write_corpus(
             entries.append(
                 formats.Shard(
                     name=name,
-                    tokens=int(ids.size),
-                    documents=len(chunk),
+                    records=len(chunk),
+                    units=int(ids.size),
                     bytes=os.path.getsize(path),
                     sha256=formats.sha256_file(path),
                 )
             )
         meta_splits[split] = tuple(entries)
     vocab = 60001 if dtype == "uint16" else 70000
-    meta = formats.CorpusMeta(
-        tokenizer=tokenizer,
-        tokenizer_hash=tokenizer * 4,
-        vocab_size=vocab,
-        dtype=dtype,
-        eos_id=eos_id,
-        bos_id=None,
-        splits=meta_splits,
+    section = TokensSection(
+        tokenizer=tokenizer, tokenizer_hash=tokenizer * 4, vocab_size=vocab, dtype=dtype, eos_id=eos_id
     )
+    meta = formats.Meta(section=section, splits=meta_splits)
     formats.write_meta(directory, meta)
     return directory
 

@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     fill = filled / ((args.steps + 1) * args.batch * (args.seq_len + 1))
     tokenizer = tokenizer_for(args.tokenizer)
     print(f"      batch keys {sorted(first)}, each {first['text'].shape} {first['text'].dtype}")
-    print(f"      row 0: {render(first['text'][0], first['text_segment_ids'][0], tokenizer, meta.eos_id)}")
+    print(f"      row 0: {render(first['text'][0], first['text_segment_ids'][0], tokenizer, meta.tokens.eos_id)}")
     print(f"      read {tokens:,} tokens in {seconds:.2f} s: {rate:,.0f} tokens/s; packing fill {fill:.1%}")
     print(f"      {data.steps_per_epoch} steps per epoch at batch {args.batch}")
     return {"rate": rate, "fill": fill, "windows": plan["windows"], "corpus": corpus}

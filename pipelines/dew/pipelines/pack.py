@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     options = common.pipeline_options(rest)
     corpus = args.corpus.rstrip("/")
     meta = read_corpus_meta(corpus)
-    if meta.eos_id is None:
+    if meta.tokens.eos_id is None:
         print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]
     pipeline = common.make_pipeline(options)

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dew.data.formats import META, CorpusMeta, Shard, parse_shard_name, write_meta
+from dew.data.formats import META, Meta, Shard, parse_shard_name, write_meta
 from dew.preprocess import files
 from dew.preprocess.shards import write_piece_indexes
 
@@ -109,14 +109,14 @@ def remove_stale(output: str, keep: Iterable[str]) -> list[str]:
     return stale
 
 
-def write_meta_file(output: str, meta: CorpusMeta) -> None:
+def write_meta_file(output: str, meta: Meta) -> None:
     """meta.json through the runtime's own writer (one format, one owner), then committed in place."""
     with tempfile.TemporaryDirectory(prefix="dew-meta-") as local:
         write_meta(local, meta)
         files.upload(os.path.join(local, META), files.join(output, META), output, replace=True)
 
 
-def commit_corpus(output: str, meta: CorpusMeta, stats: Mapping[str, Any]) -> None:
+def commit_corpus(output: str, meta: Meta, stats: Mapping[str, Any]) -> None:
     """The last step of a job: drop stale shards, write piece indexes and stats.json, meta.json, release the claim."""
     keep = [shard.name for shards in meta.splits.values() for shard in shards]
     remove_stale(output, keep)

@@ -16,13 +16,15 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data.formats import CorpusMeta, Shard
+from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.sections import TokensSection
 from dew.preprocess import commit, documents, layout
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
-from dew.preprocess.shards import ShardFormat, WriteShards
+from dew.preprocess.shard_files import ShardFormat
+from dew.preprocess.shards import WriteShards
 from dew.preprocess.tokenize import TokenBatch, TokenizeBatches, TokenizerInfo
 
 
@@ -55,7 +57,23 @@ class CorpusPlan:
             raise ValueError(f"num_shards must be positive, got {self.num_shards}")
         if self.windows and self.tokenizer.eos_id is None:
             raise ValueError("packing plans need document boundaries: tokenize with --pack to write eos ids")
-        ShardFormat(ext=self.ext, dtype=self.tokenizer.dtype.name)
+        if self.ext not in SHARD_EXTENSIONS:
+            raise ValueError(f"shard format {self.ext!r} is not one of {', '.join(SHARD_EXTENSIONS)}")
+
+    def section(self) -> TokensSection:
+        """The tokens section of the corpus's meta.json."""
+        info = self.tokenizer
+        return TokensSection(
+            tokenizer=info.name,
+            tokenizer_hash=info.fingerprint,
+            vocab_size=info.vocab_size,
+            dtype=info.dtype.name,
+            eos_id=info.eos_id,
+            bos_id=info.bos_id,
+        )
+
+    def shard_format(self) -> ShardFormat:
+        return ShardFormat(ext=self.ext, section=self.section())
 
     def config(self) -> dict[str, Any]:
         """The JSON config meta.json records: every field that changes a byte of output, nothing else."""
@@ -76,17 +94,9 @@ class CorpusPlan:
         }
 
 
-def build_meta(
-    shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: JobIdentity, corpus: Layout
-) -> CorpusMeta:
-    info = plan.tokenizer
-    return CorpusMeta(
-        tokenizer=info.name,
-        tokenizer_hash=info.fingerprint,
-        vocab_size=info.vocab_size,
-        dtype=info.dtype.name,
-        eos_id=info.eos_id,
-        bos_id=info.bos_id,
+def build_meta(shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: JobIdentity, corpus: Layout) -> Meta:
+    return Meta(
+        section=plan.section(),
         splits=commit.ordered_shards(shards, corpus.shards),
         config=dict(identity.config),
         inputs=identity.inputs,
@@ -94,7 +104,7 @@ def build_meta(
 
 
 def corpus_stats(
-    meta: CorpusMeta, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+    meta: Meta, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """stats.json: what came in, what was dropped and why, what was written; the document books must balance."""
     dropped = {reason: tallies[reason] for reason in DROP_REASONS}
@@ -112,8 +122,8 @@ def corpus_stats(
         "tokens": corpus.tokens,
         "splits": {
             split: {
-                "tokens": sum(s.tokens for s in shards),
-                "pieces": sum(s.documents for s in shards),
+                "tokens": sum(s.units for s in shards),
+                "pieces": sum(s.records for s in shards),
                 "shards": len(shards),
                 "bytes": sum(s.bytes for s in shards),
             }
@@ -125,7 +135,7 @@ def corpus_stats(
 
 
 class TokenizeCorpus(beam.PTransform):
-    """PCollection[(file index, path)] → a committed corpus in plan.output; yields its CorpusMeta once committed."""
+    """PCollection[(file index, path)] → a committed corpus in plan.output; yields its Meta once committed."""
 
     def __init__(self, plan: CorpusPlan, identity: JobIdentity, label: str | None = None) -> None:
         super().__init__(label)
@@ -142,7 +152,7 @@ class TokenizeCorpus(beam.PTransform):
             | "ByFile" >> beam.GroupByKey()
             | "FileLengths" >> beam.MapTuple(FileLengths.of_parts)
         )
-        corpus = beam.pvalue.AsSingleton(
+        planned = (
             lengths
             | "FileTotals" >> beam.Map(FileLengths.summary)
             | "AllFiles" >> beam.combiners.ToList()
@@ -157,15 +167,19 @@ class TokenizeCorpus(beam.PTransform):
                 )
             )
         )
+        corpus = beam.pvalue.AsSingleton(planned)
+        counts = beam.pvalue.AsSingleton(planned | "ShardCounts" >> beam.Map(lambda c: dict(c.shards)))
         routes = beam.pvalue.AsSingleton(
             lengths
             | "LocateCuts" >> beam.FlatMap(layout.locate, corpus)
             | "AllCuts" >> beam.combiners.ToList()
             | "ShardMap" >> beam.Map(lambda located, c: ShardMap.of(c, located), corpus)
         )
-        fmt = ShardFormat(ext=plan.ext, dtype=plan.tokenizer.dtype.name)
+        fmt = plan.shard_format()
         shards = (
-            batches | "Route" >> beam.FlatMap(_route, routes) | "WriteShards" >> WriteShards(plan.output, fmt, corpus)
+            batches
+            | "Route" >> beam.FlatMap(_route, routes, fmt.dtype)
+            | "WriteShards" >> WriteShards(plan.output, fmt, counts)
         )
         tallies = beam.pvalue.AsSingleton(
             read[documents.STATS_TAG]
@@ -185,14 +199,17 @@ class TokenizeCorpus(beam.PTransform):
         return meta | "Commit" >> beam.Map(_commit, plan.output, corpus, tallies, packed)
 
 
-def _route(batch: TokenBatch, shards: ShardMap) -> Iterator[tuple[tuple[str, int], tuple[tuple[int, int], np.ndarray]]]:
-    # Shard writers take one document an element: the batch is split up only here, on its last move.
+def _route(
+    batch: TokenBatch, shards: ShardMap, dtype: np.dtype
+) -> Iterator[tuple[tuple[str, int], tuple[tuple[int, int], bytes]]]:
+    # Shard writers take one record an element: the batch is split up only here, on its last move.
     for key, ids in batch.documents():
-        yield from shards.assign(key, ids)
+        for shard, (piece_key, piece) in shards.assign(key, ids):
+            yield shard, (piece_key, np.ascontiguousarray(piece, dtype=dtype).tobytes())
 
 
 def _commit(
-    meta: CorpusMeta, output: str, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
-) -> CorpusMeta:
+    meta: Meta, output: str, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+) -> Meta:
     commit.commit_corpus(output, meta, corpus_stats(meta, corpus, tallies, packed))
     return meta

@@ -103,8 +103,6 @@ class Layout:
             for j in range(1, count):
                 yield split, j, start + (stop - start) * j // count
 
-    def shard_ids(self) -> list[ShardId]:
-        return [(split, j) for split, count in sorted(self.shards.items()) for j in range(count)]
 
 
 def locate(lengths: FileLengths, layout: Layout) -> Iterator[tuple[str, object]]:

@@ -23,19 +23,22 @@ import apache_beam as beam
 import numpy as np
 
 from dew.data import formats, packing
-from dew.data.formats import CorpusMeta
+from dew.data.formats import Meta
 from dew.preprocess import files
-from dew.preprocess.pack import shard_tokens
+from dew.preprocess.pack import shard_document_ends
 
 MIXTURE_FORMAT = "dew.mixture/1"
 
 
-def read_corpus_meta(directory: str) -> CorpusMeta:
-    """A committed corpus's meta.json, local or gs://, refusing an uncommitted directory by path."""
+def read_corpus_meta(directory: str) -> Meta:
+    """A committed token corpus's meta.json, local or gs://, refusing an uncommitted directory by path
+    and a directory of another kind by what it holds."""
     path = files.join(directory, formats.META)
     if not files.exists(path):
         raise FileNotFoundError(f"{directory} has no {formats.META}: it is not a committed corpus; run tokenize first")
-    return CorpusMeta.from_json(json.loads(files.read_bytes(path)), where=path)
+    meta = Meta.from_json(json.loads(files.read_bytes(path)), where=path)
+    meta.expect("tokens", directory)
+    return meta
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,7 +59,7 @@ class MixtureRequest:
             raise ValueError("tokens, seq_len and packing_bins must be positive")
 
 
-def corpus_windows(directory: str, meta: CorpusMeta, split: str, seq_len: int, bins: int) -> int:
+def corpus_windows(directory: str, meta: Meta, split: str, seq_len: int, bins: int) -> int:
     """Windows `split` packs into: the offline plan when it matches the corpus, else planned here."""
     fingerprint = meta.fingerprint()
     work = tempfile.mkdtemp(prefix="dew-mixture-")
@@ -75,14 +78,13 @@ def corpus_windows(directory: str, meta: CorpusMeta, split: str, seq_len: int, b
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _scan_ends(directory: str, meta: CorpusMeta, split: str, work: str) -> np.ndarray:
+def _scan_ends(directory: str, meta: Meta, split: str, work: str) -> np.ndarray:
     found, seen = [], 0
     for shard in meta.shards(split):
         path = files.download(files.join(directory, shard.name), work)
-        for chunk in shard_tokens(path, formats.parse_shard_name(shard.name)[3], np.dtype(meta.dtype)):
-            if meta.eos_id is not None:
-                found.append(np.flatnonzero(chunk == meta.eos_id).astype(np.int64) + (seen + 1))
-            seen += len(chunk)
+        tokens, local = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
+        found.append(local + seen)
+        seen += tokens
     ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
     if seen and (ends.size == 0 or ends[-1] != seen):
         ends = np.append(ends, np.int64(seen))
@@ -101,7 +103,7 @@ def apportion(total: int, weights: Sequence[float]) -> list[int]:
     return shares
 
 
-def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, CorpusMeta, int]]) -> dict[str, Any]:
+def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, Meta, int]]) -> dict[str, Any]:
     """The plan JSON from each corpus's (path, meta, windows available)."""
     by_path = {path: (meta, windows) for path, meta, windows in found}
     formats.check_same_tokenizer({path: meta for path, (meta, _) in by_path.items()})
@@ -121,7 +123,7 @@ def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, CorpusMeta,
                 "windows": share,
                 "windows_available": available,
                 "epochs": share / available if available else 0.0,
-                "tokens_available": sum(s.tokens for s in meta.shards(request.split)),
+                "tokens_available": sum(s.units for s in meta.shards(request.split)),
                 "fingerprint": meta.fingerprint(),
             }
         )
@@ -133,8 +135,8 @@ def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, CorpusMeta,
         "packing_bins": request.packing_bins,
         "split": request.split,
         "windows": total,
-        "tokenizer": first.tokenizer,
-        "tokenizer_hash": first.tokenizer_hash,
+        "tokenizer": first.tokens.tokenizer,
+        "tokenizer_hash": first.tokens.tokenizer_hash,
         "corpora": corpora,
     }
 
@@ -143,7 +145,7 @@ class _Measure(beam.DoFn):
     def __init__(self, request: MixtureRequest) -> None:
         self.request = request
 
-    def process(self, path: str) -> Iterator[tuple[str, CorpusMeta, int]]:
+    def process(self, path: str) -> Iterator[tuple[str, Meta, int]]:
         meta = read_corpus_meta(path)
         r = self.request
         yield path, meta, corpus_windows(path, meta, r.split, r.seq_len, r.packing_bins)

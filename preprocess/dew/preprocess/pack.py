@@ -19,7 +19,8 @@ import apache_beam as beam
 import numpy as np
 
 from dew.data import formats, packing
-from dew.data.formats import CorpusMeta
+from dew.data.formats import Meta
+from dew.data.sections import TokensSection
 from dew.preprocess import files
 from dew.preprocess.documents import NAMESPACE
 
@@ -50,28 +51,32 @@ def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
             yield batch.column(0).flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
+def shard_document_ends(path: str, ext: str, tokens: TokensSection) -> tuple[int, np.ndarray]:
+    """(ids in a local shard, the position after each eos in it): where its documents end, locally."""
+    found, seen = [], 0
+    for chunk in shard_tokens(path, ext, np.dtype(tokens.dtype)):
+        if tokens.eos_id is not None:
+            found.append(np.flatnonzero(chunk == tokens.eos_id).astype(np.int64) + (seen + 1))
+        seen += len(chunk)
+    return seen, np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
 class _ShardEnds(beam.DoFn):
     """(split, index, shard) → (split, (index, tokens, eos positions + 1 within the shard))."""
 
     def __init__(self, output: str) -> None:
         self.output = output
 
-    def process(self, element: tuple[str, int, formats.Shard], meta: CorpusMeta) -> Iterator[Any]:
+    def process(self, element: tuple[str, int, formats.Shard], meta: Meta) -> Iterator[Any]:
         split, index, shard = element
         work = tempfile.mkdtemp(prefix="dew-pack-")
         try:
             path = files.download(files.join(self.output, shard.name), work)
-            ext = formats.parse_shard_name(shard.name)[3]
-            found, seen = [], 0
-            for chunk in shard_tokens(path, ext, np.dtype(meta.dtype)):
-                if meta.eos_id is not None:
-                    found.append(np.flatnonzero(chunk == meta.eos_id).astype(np.int64) + (seen + 1))
-                seen += len(chunk)
+            seen, ends = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        if seen != shard.tokens:
-            raise ValueError(f"{shard.name} holds {seen} tokens but meta.json records {shard.tokens}")
-        ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if seen != shard.units:
+            raise ValueError(f"{shard.name} holds {seen} tokens but meta.json records {shard.units}")
         yield split, (index, seen, ends)
 
 
@@ -99,7 +104,7 @@ class _PlanSplit(beam.DoFn):
         self.output = output
         self.windows = tuple(windows)
 
-    def process(self, element: tuple[str, Any], meta: CorpusMeta) -> Iterator[dict[str, Any]]:
+    def process(self, element: tuple[str, Any], meta: Meta) -> Iterator[dict[str, Any]]:
         split, pieces = element
         fingerprint = meta.fingerprint()
         ends = split_ends(list(pieces))
@@ -122,7 +127,7 @@ class _PlanSplit(beam.DoFn):
 
 
 class PackCorpus(beam.PTransform):
-    """A PCollection holding one CorpusMeta → derived files in `output`; yields one summary per split and window.
+    """A PCollection holding one Meta → derived files in `output`; yields one summary per split and window.
 
     windows: (seq_len, packing_bins) pairs; each writes `<split>.packing-<seq_len + 1>-<bins>.npz`.
     The document index `<split>.documents.npz` is written whatever the windows.

@@ -22,7 +22,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data.formats import dtype_for_vocab
+from dew.data.sections import dtype_for_vocab
 from dew.data.text import tokenizer_for
 from dew.preprocess.documents import NAMESPACE
 

@@ -1,9 +1,11 @@
 """The on-disk contract between the preprocess jobs (writers) and this runtime (reader).
 
-A corpus is a directory of shards named `<split>-SSSSS-of-NNNNN.<ext>` plus `meta.json`, which the
-writer commits last: a directory without it is not readable yet. meta.json records the tokenizer,
-dtype, eos/bos ids and, per split, each shard's token and document counts, byte size and sha256.
-Derived files (document index, packing plan) record the fingerprint of the corpus they came from.
+A committed directory holds records of one kind (token ids, images, clips, ...) in shards named
+`<split>-SSSSS-of-NNNNN.<ext>`, plus `meta.json`, which the writer commits last: a directory without it
+is not readable yet. meta.json is one envelope for every kind (`Meta`): its format tag, per split each
+shard's record count, length in the kind's unit, byte size and sha256, the writing job's config and
+input fingerprint, and the kind's own section (dew.data.sections). Derived files (piece index, document
+index, packing plan) record the fingerprint of the directory they came from.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from dew.data import remote
+from dew.data.sections import SECTIONS, Section, TokensSection
 
 META = "meta.json"
-TOKENS_FORMAT = "dew.tokens/1"
+# Token corpora written before the shared envelope; still read, never written.
+LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -43,13 +47,6 @@ def parse_shard_name(name: str) -> tuple[str, int, int, str] | None:
     return match["split"], int(match["index"]), int(match["count"]), match["ext"]
 
 
-def dtype_for_vocab(vocab_size: int) -> np.dtype:
-    """uint16 while every id fits in it, uint32 beyond."""
-    if vocab_size < 1:
-        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
-    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
-
-
 def sha256_file(path: str, chunk: int = 1 << 22) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -60,74 +57,149 @@ def sha256_file(path: str, chunk: int = 1 << 22) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """One committed shard as meta.json records it."""
+    """One committed shard as meta.json records it.
+
+    records: the records (ArrayRecord records, parquet rows, documents of a .bin) the shard holds;
+    units: their total length in the kind's unit (Section.UNIT: token ids, or record bytes).
+    """
 
     name: str
-    tokens: int
-    documents: int
+    records: int
+    units: int
     bytes: int
     sha256: str
 
+    def __post_init__(self) -> None:
+        if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
+            raise ValueError(f"shard name {self.name!r} is not <split>-SSSSS-of-NNNNN.<ext> inside the directory")
+        for name in ("records", "units", "bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
 
-@dataclasses.dataclass(frozen=True)
-class CorpusMeta:
-    """meta.json of a token corpus."""
 
-    tokenizer: str
-    tokenizer_hash: str
-    vocab_size: int
-    dtype: str
-    eos_id: int | None
-    bos_id: int | None
+class WrongKindError(ValueError):
+    """A reader of one kind of record was pointed at a directory holding another."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Meta:
+    """meta.json of a committed directory: the envelope every kind shares, plus the kind's own section.
+
+    splits maps each split to its shards in index order (every one of its `-of-N`); config is the
+    writing job's config and inputs the fingerprint of what it read, which a rerun compares against.
+    """
+
+    section: Section
     splits: Mapping[str, tuple[Shard, ...]]
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     inputs: str = ""
-    format: str = TOKENS_FORMAT
 
     def __post_init__(self) -> None:
-        if self.format != TOKENS_FORMAT:
-            raise ValueError(f"meta.json format {self.format!r} is not {TOKENS_FORMAT!r}")
-        if np.dtype(self.dtype) not in (np.dtype(np.uint16), np.dtype(np.uint32)):
-            raise ValueError(f"meta.json dtype {self.dtype!r} must be uint16 or uint32")
-        if np.dtype(self.dtype).itemsize < dtype_for_vocab(self.vocab_size).itemsize:
-            raise ValueError(f"meta.json dtype {self.dtype} cannot hold ids of a {self.vocab_size}-token vocabulary")
-        for name in ("eos_id", "bos_id"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(f"meta.json {name} {value} is outside the vocabulary of {self.vocab_size}")
+        for split, shards in self.splits.items():
+            parsed = [parse_shard_name(shard.name) for shard in shards]
+            if any(p is None or p[0] != split for p in parsed):
+                raise ValueError(f"split {split!r} lists shards of another split: {[s.name for s in shards]}")
+            if any(p[1] != i or p[2] != len(shards) or p[3] != parsed[0][3] for i, p in enumerate(parsed)):
+                raise ValueError(
+                    f"split {split!r} must list shards 0..N-1 of N, all of one extension; it lists "
+                    f"{[s.name for s in shards]}"
+                )
+
+    @property
+    def kind(self) -> str:
+        return self.section.KIND
+
+    @property
+    def format(self) -> str:
+        return self.section.format_tag()
+
+    def expect(self, kind: str, where: str) -> Section:
+        """This directory's section, refusing a directory of another kind by name."""
+        if self.kind != kind:
+            raise WrongKindError(
+                f"{where} holds {self.kind} ({self.format}), not {kind}: read it with "
+                f"{self.section.READERS or 'a reader of ' + self.kind}"
+            )
+        return self.section
+
+    @property
+    def tokens(self) -> TokensSection:
+        """The tokens section; a directory of another kind is refused."""
+        section = self.expect(TokensSection.KIND, "this directory")
+        assert isinstance(section, TokensSection)
+        return section
 
     def shards(self, split: str) -> tuple[Shard, ...]:
         try:
             return self.splits[split]
         except KeyError:
-            raise KeyError(f"the corpus has no split {split!r}; splits: {', '.join(sorted(self.splits))}") from None
+            raise KeyError(f"the directory has no split {split!r}; splits: {', '.join(sorted(self.splits))}") from None
 
     def fingerprint(self) -> str:
-        """Identifies the corpus content: tokenizer plus every shard's checksum, split by split."""
-        digest = hashlib.sha256(f"{self.tokenizer_hash}:{self.dtype}:{self.eos_id}".encode())
+        """Identifies the content: the section's meaning plus every shard's checksum, split by split."""
+        digest = hashlib.sha256(self.section.identity().encode())
         for split in sorted(self.splits):
             for shard in self.splits[split]:
                 digest.update(f"{split}/{shard.name}/{shard.sha256}".encode())
         return digest.hexdigest()[:32]
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["splits"] = {s: [dataclasses.asdict(x) for x in shards] for s, shards in self.splits.items()}
-        return data
+        return {
+            "format": self.format,
+            "splits": {s: [dataclasses.asdict(x) for x in shards] for s, shards in self.splits.items()},
+            "config": dict(self.config),
+            "inputs": self.inputs,
+            self.kind: self.section.to_json(),
+        }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], where: str = META) -> CorpusMeta:
+    def from_json(cls, data: Mapping[str, Any], where: str = META) -> Meta:
+        tag = data.get("format") if isinstance(data, Mapping) else None
         try:
-            fields = dict(data)
-            fields["splits"] = {
-                split: tuple(Shard(**shard) for shard in shards) for split, shards in data["splits"].items()
-            }
-            return cls(**fields)
+            if tag == LEGACY_TOKENS_FORMAT:
+                return _from_tokens_v1(data)
+            kind, _, version = str(tag).removeprefix("dew.").partition("/")
+            section_type = SECTIONS.get(kind)
+            if section_type is None or not str(tag).startswith("dew."):
+                known = ", ".join(c.format_tag() for c in SECTIONS.values())
+                raise ValueError(f"format {tag!r} is not a dew format this version reads ({known})")
+            if version != str(section_type.VERSION):
+                raise ValueError(
+                    f"format {tag!r} is version {version} of {kind}, and this dew reads version "
+                    f"{section_type.VERSION}: upgrade dew to read it, or rerun the preprocess job with this one"
+                )
+            extra = sorted(set(data) - {"format", "splits", "config", "inputs", kind})
+            if extra:
+                raise ValueError(f"unknown field(s) {extra}")
+            return cls(
+                section=section_type.from_json(data[kind]),
+                splits=_splits(data["splits"], lambda s: Shard(**s)),
+                config=data.get("config", {}),
+                inputs=data.get("inputs", ""),
+            )
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: not a valid {TOKENS_FORMAT} meta.json: {error}") from None
+            raise ValueError(f"{where}: not a valid dew meta.json: {error}") from None
 
 
-def write_meta(directory: str, meta: CorpusMeta) -> None:
+def _splits(data: Mapping[str, Any], shard: Any) -> dict[str, tuple[Shard, ...]]:
+    return {split: tuple(shard(s) for s in shards) for split, shards in data.items()}
+
+
+def _from_tokens_v1(data: Mapping[str, Any]) -> Meta:
+    """A token corpus committed before the shared envelope: flat tokenizer fields, shards counting
+    `documents` and `tokens`. Read as the same corpus, with the same fingerprint."""
+    fields = ("tokenizer", "tokenizer_hash", "vocab_size", "dtype", "eos_id", "bos_id")
+    section = TokensSection(**{name: data[name] for name in fields})
+
+    def shard(s: Mapping[str, Any]) -> Shard:
+        return Shard(name=s["name"], records=s["documents"], units=s["tokens"], bytes=s["bytes"], sha256=s["sha256"])
+
+    splits = _splits(data["splits"], shard)
+    return Meta(section=section, splits=splits, config=data.get("config", {}), inputs=data.get("inputs", ""))
+
+
+def write_meta(directory: str, meta: Meta) -> None:
     """Writes meta.json atomically (temporary name, then rename): the commit of a local corpus."""
     path = os.path.join(directory, META)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -136,12 +208,20 @@ def write_meta(directory: str, meta: CorpusMeta) -> None:
     os.replace(tmp, path)
 
 
-def read_meta(directory: str) -> CorpusMeta:
-    """The committed meta.json of a corpus directory, refusing an uncommitted one by path."""
+def read_meta(directory: str, kind: str | None = None) -> Meta:
+    """The committed meta.json of a directory, refusing an uncommitted one by path, and one holding
+    records of another kind than `kind` (when given) by the kind it holds."""
+    meta = _read_meta(directory)
+    if kind is not None:
+        meta.expect(kind, directory)
+    return meta
+
+
+def _read_meta(directory: str) -> Meta:
     path = os.path.join(directory, META)
     if remote.is_remote(path):
         try:
-            return CorpusMeta.from_json(json.loads(remote.read_bytes(path)), where=path)
+            return Meta.from_json(json.loads(remote.read_bytes(path)), where=path)
         except FileNotFoundError:
             pass  # reported below, as for a local directory
         except json.JSONDecodeError as error:
@@ -157,7 +237,7 @@ def read_meta(directory: str) -> CorpusMeta:
             data = json.load(f)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job to rewrite it") from None
-    return CorpusMeta.from_json(data, where=path)
+    return Meta.from_json(data, where=path)
 
 
 def is_directory(path: str) -> bool:
@@ -179,17 +259,22 @@ def local_file(path: str) -> str:
 
 
 def read_sibling_meta(path: str) -> dict[str, Any] | None:
-    """meta.json beside a plain data file as raw JSON, or None: a nanoGPT-style .bin has none."""
+    """The token fields (dtype, eos_id, ...) of the meta.json beside a plain data file, or None: a
+    nanoGPT-style .bin has none. A dew meta.json gives its tokens section; any other JSON is taken as is."""
     meta = os.path.join(os.path.dirname(path) or ".", META)
     if remote.is_remote(meta):
         try:
-            return json.loads(remote.read_bytes(meta))
+            data = json.loads(remote.read_bytes(meta))
         except FileNotFoundError:
             return None
-    if not os.path.exists(meta):
+    elif not os.path.exists(meta):
         return None
-    with open(meta) as f:
-        return json.load(f)
+    else:
+        with open(meta) as f:
+            data = json.load(f)
+    if isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew."):
+        return Meta.from_json(data, where=meta).expect(TokensSection.KIND, meta).to_json()
+    return data
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
@@ -213,11 +298,15 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     return path
 
 
-def check_same_tokenizer(metas: Mapping[str, CorpusMeta]) -> None:
+def check_same_tokenizer(metas: Mapping[str, Meta]) -> None:
     """Refuses to mix corpora whose ids mean different tokens."""
-    kinds = {(m.tokenizer, m.tokenizer_hash, m.vocab_size) for m in metas.values()}
+    sections = {path: m.expect(TokensSection.KIND, path) for path, m in metas.items()}
+    kinds = {(t.tokenizer, t.tokenizer_hash, t.vocab_size) for t in sections.values()}  # type: ignore[attr-defined]
     if len(kinds) > 1:
-        listing = "; ".join(f"{path}: {m.tokenizer} ({m.tokenizer_hash[:12]})" for path, m in sorted(metas.items()))
+        listing = "; ".join(
+            f"{path}: {t.tokenizer} ({t.tokenizer_hash[:12]})"  # type: ignore[attr-defined]
+            for path, t in sorted(sections.items())
+        )
         raise ValueError(
             f"these corpora come from different tokenizers, so their ids mean different tokens: {listing}. "
             "Tokenize every corpus of a mixture with one tokenizer."

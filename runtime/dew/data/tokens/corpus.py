@@ -7,15 +7,16 @@ from collections.abc import Mapping
 import numpy as np
 
 from dew.data import formats
-from dew.data.tokens.pieces import offline_pieces
+from dew.data.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
 _VALIDATION_SPLITS = ("val", "validation")
 
 
-def corpus_meta(path: str) -> formats.CorpusMeta | None:
-    """meta.json of a corpus directory; None for a single file (a directory must be committed)."""
-    return formats.read_meta(path) if formats.is_directory(path) else None
+def corpus_meta(path: str) -> formats.Meta | None:
+    """meta.json of a token corpus directory; None for a single file (a directory must be committed,
+    and hold tokens)."""
+    return formats.read_meta(path, kind="tokens") if formats.is_directory(path) else None
 
 
 def validation_split(path: str) -> str | None:
@@ -40,13 +41,13 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "bin":
             return TokenBytes(path, split=split)
         files = [formats.verify_shard(path, s) for s in shards]
-        dtype = np.dtype(meta.dtype)
+        dtype, eos_id = np.dtype(meta.tokens.dtype), meta.tokens.eos_id
         if kind == "array_record":
             # Records read without a field are raw ids, which the index names "".
             pieces = offline_pieces(path, meta, split, field or "")
-            return TokenRecords(files, field=field, dtype=dtype, eos_id=meta.eos_id, pieces=pieces)
+            return TokenRecords(files, field=field, dtype=dtype, eos_id=eos_id, pieces=pieces)
         pieces = offline_pieces(path, meta, split, field)
-        return TokenColumn(files, column=field, dtype=dtype, eos_id=meta.eos_id, pieces=pieces)
+        return TokenColumn(files, column=field, dtype=dtype, eos_id=eos_id, pieces=pieces)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     sibling = formats.read_sibling_meta(path) or {}
@@ -63,5 +64,5 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
 
 def check_one_tokenizer(paths: list[str]) -> None:
     """Refuses a mixture whose corpora were tokenized differently, by their meta.json."""
-    metas: Mapping[str, formats.CorpusMeta] = {p: m for p in paths if (m := corpus_meta(p)) is not None}
+    metas: Mapping[str, formats.Meta] = {p: m for p in paths if (m := corpus_meta(p)) is not None}
     formats.check_same_tokenizer(metas)

@@ -8,14 +8,14 @@ reads only the spans it is asked for.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from dew.data import formats, remote
-from dew.data.tokens.pieces import PieceIndex
+from dew.data.codec import unpack_field
+from dew.data.pieces import PieceIndex
 
 _DEFAULT_DTYPE = np.dtype(np.uint16)
 
@@ -79,7 +79,7 @@ class TokenBytes:
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
         self.path = path
         if formats.is_directory(path):
-            meta = formats.read_meta(path)
+            meta = formats.read_meta(path, kind="tokens")
             shards = meta.shards(split)
             if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
                 raise ValueError(f"{path}: split {split!r} is not held in .bin shards")
@@ -89,9 +89,9 @@ class TokenBytes:
             self.files = tuple(
                 os.path.join(path, s.name) if self._shards else formats.verify_shard(path, s) for s in shards
             )
-            self.dtype = _dtype_from_meta({"dtype": meta.dtype}, os.path.join(path, formats.META))
+            self.dtype = np.dtype(meta.tokens.dtype)
             self._fingerprint = meta.fingerprint()
-            own_eos = meta.eos_id
+            own_eos = meta.tokens.eos_id
         else:
             if not formats.exists(path):
                 raise FileNotFoundError(f"no token file at {path}")
@@ -192,29 +192,6 @@ class _Pieces:
         joined = np.concatenate(self._pieces(first, last))
         base = int(self.piece_ends[first - 1]) if first else 0
         return joined[start - base : stop - base]
-
-
-def unpack_field(record: bytes, field: str, where: str) -> bytes:
-    """One value of a packed dict of byte arrays: entries of (uint32 key length, key, uint32 length, value)."""
-    at, size = 0, len(record)
-    while at < size:
-        if at + 4 > size:
-            break
-        (key_length,) = struct.unpack_from("<I", record, at)
-        key = record[at + 4 : at + 4 + key_length]
-        at += 4 + key_length
-        if at + 4 > size:
-            break
-        (value_length,) = struct.unpack_from("<I", record, at)
-        at += 4
-        if at + value_length > size:
-            break
-        if key == field.encode():
-            return record[at : at + value_length]
-        at += value_length
-    else:
-        raise KeyError(f"{where}: the packed record has no field {field!r}")
-    raise ValueError(f"{where}: the packed record ends mid-entry; the shard is corrupt")
 
 
 def _cast(ids: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:

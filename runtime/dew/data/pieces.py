@@ -1,10 +1,11 @@
-"""The piece index of a split: where every record (ArrayRecord) or row (parquet) ends in its id stream.
+"""The piece index of a split: where every record (ArrayRecord) or row (parquet) ends, in the kind's unit.
 
-A record-shaped source must know each piece's length before it can map an id offset to a piece, and
-learning that by reading the shards is O(corpus) at startup. The preprocess job knows every length as
-it writes it and leaves them beside the shards as `<split>.pieces.npz`, stamped with the corpus
-fingerprint; a source built from that file opens nothing but the pieces it reads. Without the file (or
-with one from another corpus) the source scans its shards and builds the same index.
+A record-shaped source must know each piece's length before it can map an offset to a piece, and
+learning that by reading the shards is O(corpus) at startup. Every writer knows each length as it
+writes it and leaves them beside the shards as `<split>.pieces.npz`, stamped with the directory's
+fingerprint, whatever kind of record it wrote: lengths count token ids for tokens and record bytes for
+packed records (Section.UNIT). A source built from that file opens nothing but the pieces it reads.
+Without the file (or with one from another directory) a source scans its shards and builds the same index.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _ARRAYS = ("ends", "counts", "field")
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PieceIndex:
-    """ends: exclusive end offset (in ids) of every piece of every shard, in order; counts: pieces per shard.
+    """ends: exclusive end offset (in units) of every piece of every shard, in order; counts: pieces per shard.
 
     field names what a piece holds: "" for ArrayRecord records that are the ids' raw bytes, the field of
     a packed record, or the parquet column.
@@ -77,7 +78,7 @@ class PieceIndex:
 
     @property
     def shard_ends(self) -> np.ndarray:
-        """Ids in the stream up to the end of each shard."""
+        """Units in the stream up to the end of each shard."""
         return np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[self.shard_piece_ends]
 
     def save(self, path: str, fingerprint: str) -> None:
@@ -104,23 +105,23 @@ class PieceIndex:
             ) from None
 
 
-def offline_pieces(directory: str, meta: formats.CorpusMeta, split: str, field: str | None) -> PieceIndex | None:
+def offline_pieces(directory: str, meta: formats.Meta, split: str, field: str | None) -> PieceIndex | None:
     """The offline piece index of `split` when one describes these shards as read with `field`; else None.
 
     field None accepts the index whatever it holds (the file's own column); a field the index was not
     written for means the caller reads other bytes, so the index does not apply. An index that
-    disagrees with meta.json's per-shard piece and id counts is refused by name.
+    disagrees with meta.json's per-shard record and unit counts is refused by name.
     """
     path = formats.derived_path(directory, split, PIECES)
     index = PieceIndex.load(path, meta.fingerprint())
     if index is None or (field is not None and field != index.field):
         return None
     shards = meta.shards(split)
-    counts = np.array([s.documents for s in shards], dtype=np.int64)
-    tokens = np.cumsum([s.tokens for s in shards], dtype=np.int64)
-    if not np.array_equal(index.counts, counts) or not np.array_equal(index.shard_ends, tokens):
+    counts = np.array([s.records for s in shards], dtype=np.int64)
+    units = np.cumsum([s.units for s in shards], dtype=np.int64)
+    if not np.array_equal(index.counts, counts) or not np.array_equal(index.shard_ends, units):
         raise ValueError(
-            f"{path} disagrees with {formats.META} on the pieces or ids of split {split!r}'s shards; delete it "
+            f"{path} disagrees with {formats.META} on the records or units of split {split!r}'s shards; delete it "
             "and the runtime computes the index from the shards, or rerun the preprocess job to rewrite it"
         )
     return index

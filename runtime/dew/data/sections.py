@@ -1,0 +1,175 @@
+"""The kind-specific section of meta.json: what the records of one kind of committed directory are.
+
+The envelope (dew.data.formats.Meta) is the same for every kind: splits, shards, checksums, the job's
+config and inputs. Beside it sits one section named after the kind, holding what a reader of that kind
+needs and a reader of any other kind must not guess: a tokenizer and dtype for tokens, an encoding and
+size policy for images, a frame and audio layout for clips. A new kind of record is a new section class
+added to SECTIONS below, and nothing else in the contract changes.
+
+Each section says what one unit of its records is (`UNIT`): a shard's `units` and the piece index count
+token ids for tokens and record bytes for every kind whose records are packed dicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+TOKEN_DTYPES = ("uint16", "uint32")
+IMAGE_ENCODINGS = ("jpeg", "png", "webp")
+RESIZE_POLICIES = ("keep", "shorter_side", "center_crop")
+FRAME_ENCODINGS = ("raw", "jpeg")
+AUDIO_DTYPES = ("float32", "int16")
+
+
+def dtype_for_vocab(vocab_size: int) -> np.dtype:
+    """uint16 while every id fits in it, uint32 beyond."""
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Section:
+    """Base of every kind's section: its name in meta.json, its format version, its unit and its readers."""
+
+    KIND: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+    UNIT: ClassVar[str] = "bytes"
+    # Named in the refusal a reader of another kind gives, so the user learns what reads this directory.
+    READERS: ClassVar[str] = ""
+
+    @classmethod
+    def format_tag(cls) -> str:
+        return f"dew.{cls.KIND}/{cls.VERSION}"
+
+    def identity(self) -> str:
+        """The part of the section that changes what the records mean; it enters the corpus fingerprint."""
+        text = json.dumps(self.to_json(), sort_keys=True)
+        return f"{self.KIND}:{hashlib.sha256(text.encode()).hexdigest()}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in dataclasses.fields(self)
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Section:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown {cls.KIND} field(s) {unknown}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def _fields(kind: str, fields: tuple[str, ...], required: tuple[str, ...]) -> None:
+    if len(set(fields)) != len(fields) or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"{kind} fields must be unique non-empty names, got {list(fields)}")
+    missing = [f for f in required if f not in fields]
+    if missing:
+        raise ValueError(f"{kind} records must hold the field(s) {missing}; they hold {list(fields)}")
+
+
+def _positive(kind: str, **values: int | None) -> None:
+    for name, value in values.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"{kind} {name} must be a positive int, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TokensSection(Section):
+    """Token ids: the tokenizer that wrote them (name and a hash of its files), its vocabulary and ids."""
+
+    KIND: ClassVar[str] = "tokens"
+    VERSION: ClassVar[int] = 2
+    UNIT: ClassVar[str] = "ids"
+    READERS: ClassVar[str] = "TokenWindows or PackedTokens"
+
+    tokenizer: str
+    tokenizer_hash: str
+    vocab_size: int
+    dtype: str
+    eos_id: int | None = None
+    bos_id: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive("tokens", vocab_size=self.vocab_size)
+        if self.dtype not in TOKEN_DTYPES:
+            raise ValueError(f"tokens dtype {self.dtype!r} must be one of {TOKEN_DTYPES}")
+        if np.dtype(self.dtype).itemsize < dtype_for_vocab(self.vocab_size).itemsize:
+            raise ValueError(f"tokens dtype {self.dtype} cannot hold ids of a {self.vocab_size}-token vocabulary")
+        for name in ("eos_id", "bos_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.vocab_size:
+                raise ValueError(f"tokens {name} {value} is outside the vocabulary of {self.vocab_size}")
+
+    def identity(self) -> str:
+        # Unchanged since dew.tokens/1, so derived files and saved positions of older corpora still match.
+        return f"{self.tokenizer_hash}:{self.dtype}:{self.eos_id}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImagesSection(Section):
+    """Encoded images with their captions, one packed dict a record.
+
+    encoding is how the image bytes are stored; resize says what the writer did to the pixels (`keep`
+    them, scale the `shorter_side` to size, or scale and `center_crop` to size × size); fields names
+    every field of a record, `image` and `caption` always among them.
+    """
+
+    KIND: ClassVar[str] = "images"
+    READERS: ClassVar[str] = "ArrayRecordImages"
+
+    encoding: str
+    resize: str = "keep"
+    size: int | None = None
+    fields: tuple[str, ...] = ("image", "caption")
+
+    def __post_init__(self) -> None:
+        if self.encoding not in IMAGE_ENCODINGS:
+            raise ValueError(f"images encoding {self.encoding!r} must be one of {IMAGE_ENCODINGS}")
+        if self.resize not in RESIZE_POLICIES:
+            raise ValueError(f"images resize {self.resize!r} must be one of {RESIZE_POLICIES}")
+        if (self.resize == "keep") != (self.size is None):
+            raise ValueError("images size is set exactly when resize is not 'keep'")
+        _positive("images", size=self.size)
+        _fields("images", self.fields, ("image", "caption"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClipsSection(Section):
+    """Decoded video clips with their audio, one packed dict a record.
+
+    Every clip holds `frames` frames of frame_size × frame_size RGB at frame_rate, stored raw (uint8) or
+    as one JPEG a frame, and the audio spanning them at audio_rate in audio_dtype.
+    """
+
+    KIND: ClassVar[str] = "clips"
+    READERS: ClassVar[str] = "VideoDataset"
+
+    frames: int
+    frame_size: int
+    frame_rate: float
+    frame_encoding: str = "raw"
+    audio_rate: int | None = None
+    audio_dtype: str = "float32"
+    fields: tuple[str, ...] = ("frames", "audio", "caption")
+
+    def __post_init__(self) -> None:
+        _positive("clips", frames=self.frames, frame_size=self.frame_size, audio_rate=self.audio_rate)
+        if not isinstance(self.frame_rate, int | float) or self.frame_rate <= 0:
+            raise ValueError(f"clips frame_rate must be positive, got {self.frame_rate!r}")
+        if self.frame_encoding not in FRAME_ENCODINGS:
+            raise ValueError(f"clips frame_encoding {self.frame_encoding!r} must be one of {FRAME_ENCODINGS}")
+        if self.audio_dtype not in AUDIO_DTYPES:
+            raise ValueError(f"clips audio_dtype {self.audio_dtype!r} must be one of {AUDIO_DTYPES}")
+        _fields("clips", self.fields, ("frames", "caption"))
+
+
+# Every kind a committed directory can hold, by the name its section has in meta.json.
+SECTIONS: dict[str, type[Section]] = {cls.KIND: cls for cls in (TokensSection, ImagesSection, ClipsSection)}
