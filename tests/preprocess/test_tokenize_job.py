@@ -175,8 +175,9 @@ def test_bad_input_is_counted_and_the_books_balance(tmp_path: Path) -> None:
         "missing_field": 1,
         "empty": 1,
         "too_long": 1,
+        "corrupt_input": 1,
     }
-    assert found["documents_in"] == 6 == stats["documents_in"]
+    assert found["documents_in"] == 7 == stats["documents_in"]
     with pytest.raises(Exception, match=r"a\.jsonl: row 1: malformed json"):
         tokenize(inputs, tmp_path / "strict", "--strict")
 
