@@ -1,5 +1,5 @@
 """Damaged and missing inputs are counted, never silent: cut and corrupted zstd, gzip and parquet files,
-symlinks that lead nowhere.
+symlinks that lead nowhere, and the leftovers of a run killed right after its commit.
 
 The read step's DoFn is driven directly (no pipeline), so every truncation offset costs microseconds.
 """
@@ -10,6 +10,7 @@ import gzip
 import io
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from apache_beam.pvalue import TaggedOutput
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dew.preprocess import files
+from dew.preprocess import commit, files
 from dew.preprocess.documents import BadInputError, ReadOptions, _ReadFile, merge_tallies
 from tests.preprocess.corpora import topics
 
@@ -187,3 +188,14 @@ def test_symlinks_that_lead_nowhere_are_listed_and_counted(tmp_path: Path) -> No
         with pytest.raises(BadInputError, match=f"{path}: {reason.replace('_', ' ')}"):
             read(Path(path), strict=True)
 
+
+def test_committed_output_sheds_the_marker_and_temporaries_of_a_run_killed_after_commit(tmp_path: Path) -> None:
+    identity = commit.JobIdentity(config={"job": "tokenize", "num_shards": 1}, inputs="abc")
+    out = tmp_path / "out"
+    (out / files.TEMP_DIR).mkdir(parents=True)
+    (out / files.TEMP_DIR / "meta.json.0123").write_bytes(b"{}")
+    (out / "train-00000-of-00001.bin").write_bytes(b"\0\0")
+    (out / "meta.json").write_text(json.dumps({"config": identity.config, "inputs": identity.inputs}))
+    (out / commit.MARKER).write_text(json.dumps({"fingerprint": identity.fingerprint}))
+    assert commit.prepare_output(str(out), identity, overwrite=False)
+    assert sorted(os.listdir(out)) == ["meta.json", "train-00000-of-00001.bin"]
