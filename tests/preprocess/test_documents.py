@@ -68,9 +68,12 @@ def test_every_bad_input_is_counted_by_reason_and_rows_keep_their_numbers(tmp_pa
 
         def check(got: list[dict[str, int]]) -> None:
             (tally,) = got
-            dropped = {k: v for k, v in tally.items() if k not in ("documents_in", "documents_read") and v}
-            assert dropped == {**drops, "files_unreadable": 2}, dropped
-            assert tally["documents_in"] == tally["documents_read"] + sum(drops.values())
+            damaged = {d["path"].rsplit("/", 1)[-1]: d["reason"] for d in tally["damaged_inputs"]}
+            assert damaged == {"broken.jsonl.gz": "corrupt_input", "truncated.jsonl.gz": "truncated_input"}
+            dropped = {k: v for k, v in tally.items() if k not in ("documents_in", "documents_read", "damaged_inputs")}
+            want = {**drops, "corrupt_input": 1, "truncated_input": 1, "files_unreadable": 2}
+            assert {k: v for k, v in dropped.items() if v} == want, dropped
+            assert tally["documents_in"] == tally["documents_read"] + sum(want.values()) - 2
 
         assert_that(tallies, check, label="Tallies")
 
@@ -84,7 +87,7 @@ def _check(ok: bool, message: str) -> None:
     [
         ("malformed.jsonl", "row 0: malformed json"),
         ("huge.jsonl", "row 0: too long"),
-        ("broken.jsonl.gz", "unreadable"),
+        ("broken.jsonl.gz", "corrupt input after 0 rows"),
     ],
 )
 def test_strict_mode_fails_naming_file_row_and_reason(tmp_path: Path, name: str, message: str) -> None:

@@ -141,7 +141,12 @@ def test_rerun_with_another_config_refuses_and_overwrite_leaves_no_stale_shards(
 ) -> None:
     out = tmp_path / "out"
     tokenize(text_inputs, out, "--num_shards", "3")
+    # A kill right after meta.json's rename leaves the claim and temporaries; the next run clears them.
+    (out / ".dew-job.json").write_text("{}")
+    (out / ".dew-tmp").mkdir()
+    (out / ".dew-tmp" / "stats.json.0123").write_text("{}")
     assert tokenize(text_inputs, out, "--num_shards", "3") == {}  # already committed by this very job
+    assert not (out / ".dew-job.json").exists() and not (out / ".dew-tmp").exists()
     with pytest.raises(OutputConflictError, match=r"num_shards.*--overwrite"):
         tokenize(text_inputs, out, "--num_shards", "2")
     tokenize(text_inputs, out, "--num_shards", "2", "--overwrite")
@@ -176,8 +181,9 @@ def test_bad_input_is_counted_and_the_books_balance(tmp_path: Path) -> None:
         "missing_field": 1,
         "empty": 1,
         "too_long": 1,
+        "corrupt_input": 1,
     }
-    assert found["documents_in"] == 6 == stats["documents_in"]
+    assert found["documents_in"] == 7 == stats["documents_in"]
     with pytest.raises(Exception, match=r"a\.jsonl: row 1: malformed json"):
         tokenize(inputs, tmp_path / "strict", "--strict")
 

@@ -75,6 +75,7 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
     present = [name for name in files.listing(output) if _ours(name)]
     if meta is not None and meta.get("config") == identity.config and meta.get("inputs") == identity.inputs:
         if not overwrite:
+            _release(output)
             return True
     elif marker is not None and marker.get("fingerprint") == identity.fingerprint:
         return False  # our own unfinished run: resume
@@ -91,6 +92,16 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
     claim = {"fingerprint": identity.fingerprint, "config": identity.config, "inputs": identity.inputs}
     files.write_atomic(files.join(output, MARKER), json.dumps(claim, sort_keys=True).encode(), output)
     return False
+
+
+def _release(output: str) -> None:
+    """Removes what a run killed between committing meta.json and releasing its claim left behind.
+
+    meta.json is the commit: once it is there the marker and temporaries are leftovers that no reader
+    looks at, and no run of another job can have made them (claiming the directory deletes meta.json).
+    """
+    files.delete([files.join(output, MARKER)])
+    files.delete_tree(files.join(output, files.TEMP_DIR))
 
 
 def _difference(meta: Mapping[str, Any], identity: JobIdentity) -> str:
@@ -123,8 +134,7 @@ def commit_corpus(output: str, meta: Meta, stats: Mapping[str, Any]) -> None:
     write_piece_indexes(output, meta)
     files.write_atomic(files.join(output, STATS), json.dumps(stats, indent=1, sort_keys=True).encode(), output)
     write_meta_file(output, meta)
-    files.delete([files.join(output, MARKER)])
-    files.delete_tree(files.join(output, files.TEMP_DIR))
+    _release(output)
 
 
 def ordered_shards(shards: Iterable[tuple[str, Shard]], expected: Mapping[str, int]) -> dict[str, tuple[Shard, ...]]:

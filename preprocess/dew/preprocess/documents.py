@@ -6,6 +6,16 @@ makes the shards the same bytes on any runner.
 
 Bad input never stops the job unless asked to (`strict`): each dropped row is counted under its reason,
 and the per-file tallies travel as a second output so the job can check documents in = written + dropped.
+
+A file is read to its verified end: a compressed stream must close its last frame (zstd) or member
+(gzip, whose CRC and length are checked), a parquet file must carry its footer and decode every row
+group. A file that breaks off or goes wrong keeps the rows read before the damage — each was decoded and
+parsed whole, so it is a real document of the corpus; a truncation loses only what follows — and the lost
+rest is dropped under truncated_input or corrupt_input: as its exact row count when the file records one
+(parquet's footer), otherwise as one entry, since nobody can tell how many documents a lost tail held.
+Damage found only at the end (a gzip CRC) cannot un-emit the rows already read; --strict refuses such a
+file outright. A file that cannot be opened at all is no bad data but a missing or unreachable input: it
+fails the job, since counting a transient error would make the output depend on it.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ import dataclasses
 import gzip
 import io
 import json
+import logging
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,13 +41,33 @@ MALFORMED_JSON = "malformed_json"
 MISSING_FIELD = "missing_field"
 EMPTY = "empty"
 TOO_LONG = "too_long"
+ROW_REASONS = (INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
+# Reasons the rest of a file is lost; their count is that rest's rows when known, else one a file.
+TRUNCATED_INPUT = "truncated_input"
+CORRUPT_INPUT = "corrupt_input"
+FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP)
+DROP_REASONS = ROW_REASONS + FILE_REASONS
 UNREADABLE_FILE = "unreadable_file"
-DROP_REASONS = (INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
+# Per-file tally entry listing each damaged file: its path, reason, rows read before the damage, error.
+DAMAGED = "damaged_inputs"
 NAMESPACE = "dew.preprocess"
+# Compressed bytes handed to the zstd decoder at once: one call inflates at most this times the ratio.
+_ZSTD_FEED = 1 << 13
+# Bytes read at once from a file whose contents are only being checked or decoded, not held.
+_READ_CHUNK = 1 << 20
 
 
 class BadInputError(ValueError):
     """Raised in strict mode, naming the file, row and reason of the first bad document."""
+
+
+class _Damaged(Exception):
+    """A file's bytes end early or go wrong: what follows in it is lost (`lost` rows, when known)."""
+
+    def __init__(self, reason: str, detail: str, lost: int = 1) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.lost = lost
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -77,13 +109,63 @@ def kind_of(path: str) -> tuple[str, str]:
     raise ValueError(f"{path}: cannot tell the format from the name; expected .jsonl, .txt or .parquet (+ .gz/.zst)")
 
 
+class _ZstdFrames(io.RawIOBase):
+    """Every zstd frame of a stream in turn, refusing a stream that stops inside one.
+
+    zstandard's stream_reader (read_across_frames or not) and read_to_iter report a cut frame as a clean
+    end of data, which loses the rest of the file without a trace; the decompression object says whether
+    its frame ended (`eof`), so frames are decoded one object each. The cut can only be seen inside a
+    frame: a file of several frames cut exactly between two reads as a shorter, whole file.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        import zstandard
+
+        self._raw = raw
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._error = zstandard.ZstdError
+        self._frame: Any = None
+        self._input = memoryview(b"")
+        self._output = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._output:
+            if not self._decode():
+                return 0
+        n = min(len(buffer), len(self._output))
+        buffer[:n] = self._output[:n]
+        self._output = self._output[n:]
+        return n
+
+    def _decode(self) -> bool:
+        """Decodes the next slice of input; False once the input ends where a frame ended."""
+        if not self._input:
+            self._input = memoryview(self._raw.read(_READ_CHUNK))
+            if not self._input:
+                if self._frame is not None:
+                    raise EOFError("zstd stream ended inside a frame")
+                return False
+        if self._frame is None:
+            self._frame = self._decompressor.decompressobj()
+        piece, self._input = self._input[:_ZSTD_FEED], self._input[_ZSTD_FEED:]
+        try:
+            self._output = memoryview(self._frame.decompress(piece))
+        except self._error as error:
+            raise _Damaged(CORRUPT_INPUT, f"zstd: {error}") from error
+        if self._frame.eof:
+            self._input = memoryview(self._frame.unused_data + self._input.tobytes())
+            self._frame = None
+        return True
+
+
 def _decompressed(raw: Any, compression: str) -> Any:
     if compression == "gzip":
         return io.BufferedReader(gzip.GzipFile(fileobj=raw))
     if compression == "zstd":
-        import zstandard
-
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
+        return io.BufferedReader(_ZstdFrames(raw))
     return raw
 
 
@@ -95,7 +177,7 @@ class _ReadFile(beam.DoFn):
         self.counters: dict[str, Any] = {}
 
     def setup(self) -> None:
-        names = ("documents_in", "documents_read", INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
+        names = ("documents_in", "documents_read", *DROP_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
         self.counters["files"] = beam.metrics.Metrics.counter(NAMESPACE, "files")
         self.counters[UNREADABLE_FILE] = beam.metrics.Metrics.counter(NAMESPACE, "files_unreadable")
@@ -103,6 +185,7 @@ class _ReadFile(beam.DoFn):
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         index, path = element
         tally: collections.Counter[str] = collections.Counter()
+        damaged: list[dict[str, Any]] = []
         self.counters["files"].inc()
         try:
             for row, text, reason in self._rows(path):
@@ -116,35 +199,49 @@ class _ReadFile(beam.DoFn):
                         raise BadInputError(
                             f"{path}: row {row}: {reason.replace('_', ' ')}; rerun without --strict to count it"
                         )
-        except BadInputError:
-            raise
-        except (OSError, EOFError, ValueError) as error:
-            # A file that cannot be opened, or that breaks off mid-stream: the rows before stay, in order.
+        except _Damaged as damage:
+            rows = tally["documents_in"]
+            what = f"{path}: {damage.reason.replace('_', ' ')} after {rows} rows ({damage})"
             if self.options.strict:
-                raise BadInputError(f"{path}: unreadable: {error}") from error
+                raise BadInputError(f"{what}; rerun without --strict to keep those rows and count the rest") from None
+            logging.warning("%s; the rest of the file is counted as dropped", what)
+            tally["documents_in"] += damage.lost
+            tally[damage.reason] += damage.lost
             tally[UNREADABLE_FILE] += 1
+            damaged.append({"path": path, "reason": damage.reason, "rows_read": rows, "error": str(damage)})
         for name, value in tally.items():
             self.counters[name].inc(value)
-        yield beam.pvalue.TaggedOutput(STATS_TAG, dict(tally))
+        yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged})
 
     def _rows(self, path: str) -> Iterator[tuple[int, str | None, str | None]]:
         kind, compression = kind_of(path)
+        if problem := files.link_problem(path):
+            raise _Damaged(problem, "the symlink leads to no file")
         with files.open_read(path) as raw:
             if kind == "parquet":
                 yield from self._parquet_rows(raw)
                 return
-            stream = _decompressed(raw, compression)
-            if kind == "txt" and self.options.txt_documents == "file":
-                data = stream.read(self.options.max_document_bytes + 1)
-                yield (0, *self._text(data))
-                return
-            for row, line in enumerate(self._lines(stream)):
-                if line is None:
-                    yield row, None, TOO_LONG
-                elif kind == "txt":
-                    yield (row, *self._text(line.rstrip(b"\r\n")))
-                else:
-                    yield (row, *self._json(line))
+            try:
+                yield from self._stream_rows(_decompressed(raw, compression), kind)
+            except EOFError as error:  # gzip's and _ZstdFrames' word for a stream cut before its end marker
+                raise _Damaged(TRUNCATED_INPUT, f"{compression}: {error}") from error
+            except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
+                raise _Damaged(CORRUPT_INPUT, f"gzip: {error}") from error
+
+    def _stream_rows(self, stream: Any, kind: str) -> Iterator[tuple[int, str | None, str | None]]:
+        if kind == "txt" and self.options.txt_documents == "file":
+            data = stream.read(self.options.max_document_bytes + 1)
+            while stream.read(_READ_CHUNK):
+                pass  # a document too long to hold is still read to the end, to verify the stream
+            yield (0, *self._text(data))
+            return
+        for row, line in enumerate(self._lines(stream)):
+            if line is None:
+                yield row, None, TOO_LONG
+            elif kind == "txt":
+                yield (row, *self._text(line.rstrip(b"\r\n")))
+            else:
+                yield (row, *self._json(line))
 
     def _lines(self, stream: Any) -> Iterator[bytes | None]:
         """Lines of at most max_document_bytes; None stands for a longer one, skipped in bounded reads."""
@@ -190,19 +287,40 @@ class _ReadFile(beam.DoFn):
         return (text, None) if size <= self.options.max_document_bytes else (None, TOO_LONG)
 
     def _parquet_rows(self, raw: Any) -> Iterator[tuple[int, str | None, str | None]]:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pq.ParquetFile(raw)
+        try:
+            table = pq.ParquetFile(raw)
+        except (pa.ArrowException, OSError) as error:
+            # The footer is written last, so a file that starts as parquet but lacks its end was cut short.
+            reason = TRUNCATED_INPUT if _magic(raw, 0) and not _magic(raw, -4) else CORRUPT_INPUT
+            raise _Damaged(reason, f"parquet: {error}") from error
+        rows = table.metadata.num_rows
         field = self.options.text_field
         if field not in table.schema_arrow.names:
-            for row in range(table.metadata.num_rows):
+            for row in range(rows):
                 yield row, None, MISSING_FIELD
             return
         row = 0
-        for batch in table.iter_batches(columns=[field], batch_size=1024):
-            for value in batch.column(0).to_pylist():
-                yield (row, *self._checked(value))
-                row += 1
+        try:
+            # One row group at a time, so the groups before a damaged one are read in full.
+            for group in range(table.num_row_groups):
+                for batch in table.iter_batches(columns=[field], batch_size=1024, row_groups=[group]):
+                    for value in batch.column(0).to_pylist():
+                        yield (row, *self._checked(value))
+                        row += 1
+        except (pa.ArrowException, OSError) as error:
+            raise _Damaged(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
+
+
+def _magic(raw: Any, offset: int) -> bool:
+    """Whether parquet's magic "PAR1" sits at `offset` (negative: from the end) of a seekable file."""
+    try:
+        raw.seek(offset, io.SEEK_SET if offset >= 0 else io.SEEK_END)
+    except (OSError, ValueError):
+        return False  # a file shorter than the magic
+    return raw.read(4) == b"PAR1"
 
 
 class ReadDocuments(beam.PTransform):
@@ -225,12 +343,18 @@ class ReadDocuments(beam.PTransform):
         )
 
 
-def merge_tallies(tallies: Any) -> dict[str, int]:
-    """Sums per-file tallies into one, every reason present (zero when nothing was dropped for it)."""
+def merge_tallies(tallies: Any) -> dict[str, Any]:
+    """Sums per-file tallies into one, every reason present (zero when nothing was dropped for it).
+
+    `damaged_inputs` lists every file that could not be read to its end, by path.
+    """
     total: collections.Counter[str] = collections.Counter()
+    damaged: list[dict[str, Any]] = []
     for tally in tallies:
-        total.update(tally)
-    names = ("documents_in", "documents_read", INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
-    result = {name: int(total.get(name, 0)) for name in names}
+        damaged.extend(tally.get(DAMAGED, ()))
+        total.update({name: value for name, value in tally.items() if name != DAMAGED})
+    names = ("documents_in", "documents_read", *DROP_REASONS)
+    result: dict[str, Any] = {name: int(total.get(name, 0)) for name in names}
     result["files_unreadable"] = int(total.get(UNREADABLE_FILE, 0))
+    result[DAMAGED] = sorted(damaged, key=lambda d: d["path"])
     return result

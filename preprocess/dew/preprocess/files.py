@@ -9,19 +9,24 @@ a copy buffer rather than by the shard.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
 TEMP_DIR = ".dew-tmp"
 _COPY_CHUNK = 1 << 22
+# Why a local input symlink leads to no file; each is a drop reason of the read step.
+DANGLING_SYMLINK = "dangling_symlink"
+SYMLINK_LOOP = "symlink_loop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,18 +39,63 @@ class InputFile:
 
 
 def expand_inputs(patterns: Sequence[str]) -> tuple[InputFile, ...]:
-    """Every file the patterns name, sorted by path, so the file index never depends on listing order."""
+    """Every file the patterns name, sorted by path, so the file index never depends on listing order.
+
+    A local symlink that leads nowhere (dangling, or a loop) is listed too, with size 0: the read step
+    counts it under its reason (and --strict fails on it) instead of it vanishing from the corpus.
+    """
     if not patterns:
         raise ValueError("no input given: pass --input with a path, a glob or a gs:// pattern")
     found: dict[str, InputFile] = {}
     for pattern, result in zip(patterns, FileSystems.match(list(patterns)), strict=True):
-        if not result.metadata_list:
+        listed = [
+            InputFile(meta.path, int(meta.size_in_bytes), float(meta.last_updated_in_seconds or 0))
+            for meta in result.metadata_list
+        ]
+        if is_local(pattern):
+            listed += [InputFile(path, 0, os.lstat(path).st_mtime) for path in _broken_links(pattern)]
+        if not listed:
             raise FileNotFoundError(f"--input {pattern!r} matches no file")
-        for meta in result.metadata_list:
-            if meta.path.rstrip("/").split("/")[-1].startswith("."):
-                continue  # hidden files: editors' swap files, our own temporaries
-            found[meta.path] = InputFile(meta.path, int(meta.size_in_bytes), float(meta.last_updated_in_seconds or 0))
+        for item in listed:
+            if not item.path.rstrip("/").split("/")[-1].startswith("."):  # editors' swap files, our temporaries
+                found[item.path] = item
     return tuple(found[path] for path in sorted(found))
+
+
+def link_problem(path: str) -> str | None:
+    """DANGLING_SYMLINK or SYMLINK_LOOP when `path` is a local symlink that leads to no file, else None."""
+    if not is_local(path) or not os.path.islink(path):
+        return None
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return DANGLING_SYMLINK
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return SYMLINK_LOOP
+        raise
+    return None
+
+
+def _broken_links(pattern: str) -> list[str]:
+    """The symlinks leading nowhere that a local pattern names.
+
+    Beam's local match lists a glob's directory tree and drops without a word every entry whose size it
+    cannot read, and a plain path that does not resolve matches nothing; this looks where it looked.
+    """
+    if pattern.endswith("/"):
+        pattern += "*"
+    prefix = re.split(r"[\[*?]", pattern, maxsplit=1)[0]
+    if prefix == pattern:
+        return [pattern] if link_problem(pattern) else []
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    links = []
+    for directory, _, names in os.walk(os.path.dirname(prefix)):
+        for name in names:
+            path = os.path.join(directory, name)
+            if matches(path) and link_problem(path):
+                links.append(path)
+    return links
 
 
 def manifest_fingerprint(inputs: Iterable[InputFile]) -> str:
