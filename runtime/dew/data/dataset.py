@@ -6,11 +6,11 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dew.data.loading import Loading
 from dew.data.order import OnePass, Order, ShuffledEpochs
 from dew.data.partition import DataPartition
 from dew.data.position import Position
 from dew.data.ramp import Ramp, Schedule
-from dew.data.spec import Loading
 from dew.data.stream import GlobalReader, ShareReader
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import grain
 
 from dew.data.dataset import Dataset
+from dew.data.loading import Loading
 from dew.data.partition import DataPartition
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hooks import Hooked, Preprocess, collate_rows
-from dew.data.spec import Loading
 from dew.data.stream import ShareStream
 
 if TYPE_CHECKING:
