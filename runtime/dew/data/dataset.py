@@ -96,6 +96,21 @@ class Dataset:
         )
 
 
+def ramped(dataset: Dataset, ramp: Ramp) -> Dataset:
+    """`dataset` with its training batch growing to `dataset.batch` over `ramp`.
+
+    Validation keeps the full batch: a score over a changing number of records would measure a
+    different thing each time. Only a stream whose position is a global record count can ramp.
+    """
+    if not isinstance(dataset.train, GlobalReader):
+        raise TypeError(
+            f"ramped needs a training stream whose position is a global record count; "
+            f"{type(dataset.train).__name__} batches its own share and keeps a share's own state"
+        )
+    schedule = Schedule(ramp.stages(dataset.batch))
+    return dataclasses.replace(dataset, train=dataset.train.with_schedule(schedule), ramp=ramp)
+
+
 class _InOrder(ShuffledEpochs):
     """A caller's MapDataset repeated in its own order: their order is theirs to shuffle."""
 
