@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dew.data import validate
 from dew.data.loading import Loading
 from dew.data.order import OnePass, Order, ShuffledEpochs
 from dew.data.partition import DataPartition
@@ -46,10 +47,10 @@ class Dataset:
     ramp: Ramp | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.batch, int) or self.batch < 1:
-            raise ValueError(f"batch must be a positive int, got {self.batch!r}")
-        if self.records is not None and self.records < 0:
-            raise ValueError(f"records must be non-negative, got {self.records}")
+        validate.positive_int("Dataset.batch", self.batch)
+        if self.records is not None:
+            # A count of a pass may be any integer type (numpy's, from index arithmetic); only its sign matters.
+            validate.at_least("Dataset.records", self.records, 0)
 
     @property
     def steps_per_epoch(self) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from dew.data import validate
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Loading:
@@ -25,13 +27,9 @@ class Loading:
     worker_buffer: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("workers", "threads", "read_buffer", "worker_buffer"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Loading.{name} must be a non-negative int, got {value!r}")
+        validate.fields(self, non_negative=("workers", "threads", "read_buffer", "worker_buffer"))
         for name in ("threads", "read_buffer", "worker_buffer"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Loading.{name} must be at least 1, got {getattr(self, name)}")
+            validate.at_least(f"Loading.{name}", getattr(self, name), 1)
 
     @property
     def stop_seconds(self) -> float:

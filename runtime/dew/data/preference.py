@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import DatasetSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -116,7 +117,7 @@ class PreferencePairs(DatasetSpec):
 
     def __post_init__(self) -> None:
         check_source(type(self).__name__, self.path, self.records)
-        check_ints(self, positive=("seq_len",), non_negative=("pad_id",), optional=("val_batches",))
+        validate.fields(self, positive=("seq_len",), non_negative=("pad_id",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         from dew.data.dataset import global_dataset

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import DatasetSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -156,7 +157,7 @@ class Prompts(DatasetSpec):
         if not self.tokenizer:
             raise ValueError("Prompts needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        check_ints(self, positive=("max_prompt_len",), non_negative=("pad_id",), optional=("val_batches",))
+        validate.fields(self, positive=("max_prompt_len",), non_negative=("pad_id",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         from dew.data.dataset import global_dataset

@@ -6,6 +6,8 @@ import bisect
 import dataclasses
 import itertools
 
+from dew.data import validate
+
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
@@ -30,10 +32,7 @@ class Ramp:
     samples: int
 
     def __post_init__(self) -> None:
-        for name in ("start", "increment", "samples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Ramp.{name} must be a positive int, got {value!r}")
+        validate.fields(self, positive=("start", "increment", "samples"))
 
     def stages(self, final: int) -> tuple[Stage, ...]:
         """Every stage up to `final`, the run's own global batch; the last stage runs on for ever."""

@@ -15,30 +15,6 @@ if TYPE_CHECKING:
 Tokenize = Callable[[Sequence[str]], Any]
 
 
-def check_ints(
-    spec: object, *, positive: Sequence[str] = (), non_negative: Sequence[str] = (), optional: Sequence[str] = ()
-) -> None:
-    """Refuses, by `Class.field`, an int field that is not positive, not non-negative, or (optional) not
-    a non-negative int or None. Shared by every kind so each says the same thing about the same mistake."""
-    owner = type(spec).__name__
-
-    def whole(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    for name in positive:
-        value = getattr(spec, name)
-        if not whole(value) or value < 1:
-            raise ValueError(f"{owner}.{name} must be a positive int, got {value!r}")
-    for name in non_negative:
-        value = getattr(spec, name)
-        if not whole(value) or value < 0:
-            raise ValueError(f"{owner}.{name} must be a non-negative int, got {value!r}")
-    for name in optional:
-        value = getattr(spec, name)
-        if value is not None and (not whole(value) or value < 0):
-            raise ValueError(f"{owner}.{name} must be a non-negative int or None, got {value!r}")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DatasetSpec:
     """Says what a dataset is and how it is read; each kind is a frozen dataclass registered by name.

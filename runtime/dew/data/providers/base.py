@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from dew.data import validate
 from dew.data.dataset import Dataset, global_dataset
 from dew.data.providers.hooks import Preprocess, hook_name
 from dew.data.records import Records
@@ -34,13 +35,7 @@ class ProviderSpec(DatasetSpec):
     def __post_init__(self) -> None:
         kind = type(self).__name__
         if isinstance(self.name, Mapping):
-            if not self.name:
-                raise ValueError(f"{kind}.name is an empty mixture; name at least one dataset")
-            for key, weight in self.name.items():
-                if not isinstance(key, str) or not key:
-                    raise ValueError(f"{kind}.name: mixture keys are dataset names, got {key!r}")
-                if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
-                    raise ValueError(f"{kind}.name: the weight of {key!r} must be a positive number, got {weight!r}")
+            validate.mixture(f"{kind}.name", self.name)
             object.__setattr__(self, "name", {k: float(v) for k, v in self.name.items()})
         elif not isinstance(self.name, str):
             raise TypeError(f"{kind}.name is a dataset name or a {{name: weight}} mixture, got {self.name!r}")
@@ -48,10 +43,7 @@ class ProviderSpec(DatasetSpec):
             value = getattr(self, field)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{kind}.{field} must be a split name, got {value!r}")
-        for field in ("val_batches", "records"):
-            value = getattr(self, field)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{kind}.{field} must be None or a non-negative int, got {value!r}")
+        validate.fields(self, optional=("val_batches", "records"))
         if self.preprocess is not None:
             object.__setattr__(self, "preprocess", hook_name(self.preprocess))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dew.data import validate
 from dew.data.dataset import Dataset
 from dew.data.providers.base import ProviderSpec
 from dew.data.providers.hf_options import HFOptions
@@ -45,8 +46,7 @@ class HubDataset(ProviderSpec):
             )
         if not isinstance(self.streaming, bool):
             raise TypeError(f"HubDataset.streaming is a bool, got {self.streaming!r}")
-        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
-            raise ValueError(f"HubDataset.shuffle_buffer must be a non-negative int, got {self.shuffle_buffer!r}")
+        validate.fields(self, non_negative=("shuffle_buffer",))
         if self.shuffle_buffer and not self.streaming:
             raise ValueError(
                 "HubDataset.shuffle_buffer sizes the shuffle of a streamed split; a split read by index is "

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from dew.data import formats
+from dew.data import formats, validate
 from dew.data.config import json_list_argument
 from dew.data.dataset import Dataset, global_dataset
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
@@ -24,7 +24,7 @@ from dew.data.packing import (
 )
 from dew.data.phases import DataPhase, PhasedOrder, check_phases
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import DatasetSpec, Tokenize
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
 
@@ -93,7 +93,7 @@ class PackedTokens(DatasetSpec):
     packing_bins: int = 8
 
     def __post_init__(self) -> None:
-        check_ints(self, positive=("seq_len", "packing_bins"), optional=("val_batches",))
+        validate.fields(self, positive=("seq_len", "packing_bins"), optional=("val_batches",))
         if (self.path is None) == (not self.phases):
             raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
         if self.path is not None:

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import validate
 from dew.data.dataset import Dataset, global_dataset
 from dew.data.mixture import Corpus, MixtureOrder
 from dew.data.records import describe_source
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import DatasetSpec, Tokenize
 from dew.data.tokens.corpus import open_tokens, validation_split
 from dew.data.tokens.sources import TokenSource, spans
 
@@ -24,8 +25,7 @@ class TokenWindowSource:
     """
 
     def __init__(self, tokens: TokenSource, seq_len: int, *, first: int = 0, count: int | None = None) -> None:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-            raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+        validate.positive_int("TokenWindowSource.seq_len", seq_len)
         self.tokens, self.seq_len, self.first = tokens, seq_len, first
         whole = max(0, (len(tokens) - 1) // seq_len)
         self.count = whole - first if count is None else count
@@ -77,7 +77,7 @@ class TokenWindows(DatasetSpec):
     field: str | None = None
 
     def __post_init__(self) -> None:
-        check_ints(self, positive=("seq_len",), optional=("val_batches",))
+        validate.fields(self, positive=("seq_len",), optional=("val_batches",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
