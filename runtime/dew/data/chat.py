@@ -10,9 +10,10 @@ import numpy as np
 
 from dew.data import validate
 from dew.data.preference import MASK_KEY
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -38,7 +39,7 @@ def _role_codes(messages: list[dict[str, Any]]) -> np.ndarray:
     return np.array([Role[message["role"].upper()] for message in messages], dtype=np.int32)
 
 
-class ChatWindows:
+class ChatWindows(BatchRecords):
     """seq_len + 1 windows of packed conversations by index, each cut from the plan in a few numpy calls."""
 
     def __init__(self, ids: Ragged, roles: Ragged, completion: Ragged, plan: PackingPlan, *, pad_id: int) -> None:
@@ -73,10 +74,6 @@ class ChatWindows:
 
     def __len__(self) -> int:
         return len(self.plan)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         plan = self.plan
@@ -126,7 +123,7 @@ class ChatWindows:
 
 @datasets("chat_messages")
 @dataclasses.dataclass(frozen=True)
-class ChatMessages(DatasetSpec):
+class ChatMessages(IndexedSpec):
     """Conversations for supervised fine-tuning, rendered with the tokenizer's chat template and packed.
 
     path is a parquet file with a `messages` column (a list of {role, content} messages, roles system,
@@ -154,16 +151,16 @@ class ChatMessages(DatasetSpec):
     seq_len: int = 256
     pad_id: int = 0
     packing_bins: int = 8
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
 
     def __post_init__(self) -> None:
         if not self.tokenizer:
             raise ValueError("ChatMessages needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        validate.fields(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
         from dew.data.templates import ChatTemplate
 
         self.uncaptioned(tokenize)
@@ -171,6 +168,4 @@ class ChatMessages(DatasetSpec):
         shape = {"window": self.seq_len + 1, "bins": self.packing_bins, "pad_id": self.pad_id}
         train = ChatWindows.read(template, self.path, self.records, **shape)
         val = None if self.val_path is None else ChatWindows.read(template, self.val_path, (), **shape)
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dew.data import validate
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -24,7 +25,7 @@ MASK_KEY = "completion_mask"
 COLUMNS = ("prompt", "chosen", "rejected")
 
 
-class PairSource:
+class PairSource(BatchRecords):
     """The pairs of one table by index; `read_batch` builds a whole batch with vectorised scatters."""
 
     def __init__(
@@ -61,10 +62,6 @@ class PairSource:
     def __len__(self) -> int:
         return len(self.prompt)
 
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
-
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         rows = len(indices)
@@ -91,7 +88,7 @@ class PairSource:
 
 @datasets("preference_pairs")
 @dataclasses.dataclass(frozen=True)
-class PreferencePairs(DatasetSpec):
+class PreferencePairs(IndexedSpec):
     """Chosen and rejected completions of one prompt, read as fixed-width pairs for DPO-style objectives.
 
     Each row holds three columns of token ids: `prompt`, `chosen` and `rejected`. path is a parquet file
@@ -113,20 +110,18 @@ class PreferencePairs(DatasetSpec):
     val_path: str | None = None
     seq_len: int = 256
     pad_id: int = 0
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
 
     def __post_init__(self) -> None:
         check_source(type(self).__name__, self.path, self.records)
-        validate.fields(self, positive=("seq_len",), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len",), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
 
         self.uncaptioned(tokenize)
         train = PairSource.read(self.path, self.records, seq_len=self.seq_len, pad_id=self.pad_id)
         val = None
         if self.val_path is not None:
             val = PairSource.read(self.val_path, (), seq_len=self.seq_len, pad_id=self.pad_id)
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

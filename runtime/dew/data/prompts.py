@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dew.data import validate
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -60,7 +61,7 @@ def _objects(values: list[bytes]) -> np.ndarray:
     return out
 
 
-class PromptSource:
+class PromptSource(BatchRecords):
     """Rendered prompts by index; a batch left-pads them and gathers their reward fields."""
 
     def __init__(self, ids: Ragged, rewards: dict[str, np.ndarray], *, max_prompt_len: int, pad_id: int) -> None:
@@ -91,10 +92,6 @@ class PromptSource:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
-
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         prompt = np.full((len(indices), self.max_prompt_len), self.pad_id, dtype=np.int32)
@@ -120,7 +117,7 @@ class PromptSource:
 
 @datasets("prompts")
 @dataclasses.dataclass(frozen=True)
-class Prompts(DatasetSpec):
+class Prompts(IndexedSpec):
     """Prompts for RL rollouts, with what the reward function needs to score each one.
 
     path is a parquet file in verl's layout: data_source, prompt (a list of {role, content} messages),
@@ -150,17 +147,17 @@ class Prompts(DatasetSpec):
     val_path: str | None = None
     max_prompt_len: int = 128
     pad_id: int = 0
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
     thinking: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.tokenizer:
             raise ValueError("Prompts needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        validate.fields(self, positive=("max_prompt_len",), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("max_prompt_len",), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
         from dew.data.templates import ChatTemplate
 
         self.uncaptioned(tokenize)
@@ -173,6 +170,4 @@ class Prompts(DatasetSpec):
                 f"{self.val_path} carries reward fields {sorted(val.rewards)}, the training rows "
                 f"{sorted(train.rewards)}; one reward function reads both, so they must match"
             )
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

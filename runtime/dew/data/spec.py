@@ -6,10 +6,15 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from dew.data import validate
 from dew.data.loading import Loading
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
+    from dew.data.order import Order
+
+VAL_BATCHES = 4
+"""The validation batches an indexed kind scores by default: a steady score at little reading."""
 
 # A caption reader: takes a batch of caption strings, returns what the model's text encoder reads.
 Tokenize = Callable[[Sequence[str]], Any]
@@ -49,3 +54,52 @@ class DatasetSpec:
         from dew.data.config import to_config
 
         return to_config(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IndexedSpec(DatasetSpec):
+    """A kind read by index: one global record order to train on and one held-out pass to validate.
+
+    Each such kind declares `val_batches: int | None` where its signature wants it (VAL_BATCHES by
+    default, unless it says otherwise); this class gives it one meaning. A number bounds the
+    validation pass to that many whole global batches, 0 holds nothing out, and None scores the
+    whole validation split, or holds nothing out where there is no split, only a tail to cut.
+    """
+
+    # Declared by each kind, not here: a field here would move it in every kind's signature.
+    if TYPE_CHECKING:
+        val_batches: int | None
+
+    def __post_init__(self) -> None:
+        validate.fields(self, optional=("val_batches",))
+
+    def global_dataset(
+        self, batch: int, *, train: Any, val: Any | None, order: Order | None = None, records: int | None = None
+    ) -> Dataset:
+        """The Dataset of this kind: a shuffled endless stream over `train` (or over `order`, a
+        mixture or phases) and one pass over `val`, with this spec's seed, loading and val_batches."""
+        from dew.data.dataset import global_dataset
+
+        return global_dataset(
+            train=train,
+            val=val,
+            batch=batch,
+            seed=self.seed,
+            loading=self.loading,
+            val_batches=self.val_batches,
+            order=order,
+            records=records,
+        )
+
+    def held_out_tail(self, available: int, batch: int, *, path: str, what: str) -> int | None:
+        """Where validation starts when a corpus without a validation split gives val_batches whole
+        batches off the end of its `available` training records (`what` names them); None when it
+        gives none."""
+        if not self.val_batches:
+            return None
+        tail = self.val_batches * batch
+        if available <= tail:
+            raise ValueError(
+                f"{path}: {available} {what} cannot spare {tail} for validation; lower val_batches or the batch"
+            )
+        return available - tail

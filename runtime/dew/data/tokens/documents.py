@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.packing import PackingPlan, document_ends
-from dew.data.records import describe_source
+from dew.data.records import BatchRecords, describe_source
 from dew.data.tokens.sources import TokenSource
 
 
@@ -46,7 +46,7 @@ class TokenDocumentSource:
         return {"documents": len(self), "eos_id": self.eos_id, "tokens": describe_source(self.tokens)}
 
 
-class PackedWindowSource:
+class PackedWindowSource(BatchRecords):
     """Record w is window w of a packing plan over documents, as three int32 arrays of `plan.window`.
 
     text holds the pieces back to back and zeros after them; text_segment_ids numbers the pieces
@@ -75,9 +75,6 @@ class PackedWindowSource:
 
     def __len__(self) -> int:
         return self.count
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {key: value[0] for key, value in self.read_batch(np.array([index])).items()}
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
