@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dew.data import validate
+from dew.data.packed_batch import packed_batch
 from dew.data.preference import MASK_KEY
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
@@ -76,38 +77,15 @@ class ChatWindows(BatchRecords):
         return len(self.plan)
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        plan = self.plan
-        indices = np.asarray(indices, dtype=np.int64)
-        first, counts = plan.offsets[indices], plan.offsets[indices + 1] - plan.offsets[indices]
-        # Every piece of the batch's windows, in window order, and the batch row each one lands in.
-        rank = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        pieces = np.repeat(first, counts) + rank
-        row = np.repeat(np.arange(len(indices)), counts)
-        lengths = plan.lengths[pieces]
-        # Where each piece starts in its window: the lengths of the pieces placed before it there.
-        before = np.cumsum(lengths) - lengths
-        column = before - np.repeat(before[np.cumsum(counts) - counts], counts)
-        within = np.arange(int(lengths.sum())) - np.repeat(before, lengths)
-        token_row = np.repeat(row, lengths)
-        token_column = np.repeat(column, lengths) + within
-        offset_in_doc = np.repeat(plan.starts[pieces], lengths) + within
-        source = np.repeat(self.ids.offsets[plan.documents[pieces]], lengths) + offset_in_doc
-
-        shape = (len(indices), plan.window)
-        batch = {
-            "text": np.full(shape, self.pad_id, dtype=np.int32),
-            "text_segment_ids": np.zeros(shape, dtype=np.int32),
-            "text_positions": np.zeros(shape, dtype=np.int32),
-            MASK_KEY: np.zeros(shape, dtype=np.int32),
-            "roles": np.zeros(shape, dtype=np.int32),
+        batch = packed_batch(self.plan, np.asarray(indices, dtype=np.int64), positions="document")
+        starts = self.ids.offsets
+        return {
+            "text": batch.gather(self.ids.values, starts, fill=self.pad_id),
+            "text_segment_ids": batch.segment_ids,
+            "text_positions": batch.positions,
+            MASK_KEY: batch.gather(self.completion.values, starts),
+            "roles": batch.gather(self.roles.values, starts),
         }
-        at = (token_row, token_column)
-        batch["text"][at] = self.ids.values[source]
-        batch["text_segment_ids"][at] = np.repeat(rank + 1, lengths)
-        batch["text_positions"][at] = offset_in_doc
-        batch[MASK_KEY][at] = self.completion.values[source]
-        batch["roles"][at] = self.roles.values[source]
-        return batch
 
     def describe(self) -> dict[str, Any]:
         return {
