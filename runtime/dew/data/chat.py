@@ -48,7 +48,14 @@ class ChatWindows(BatchRecords):
 
     @classmethod
     def read(
-        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, window: int, bins: int, pad_id: int
+        cls,
+        template: ChatTemplate,
+        path: str | None,
+        json_records: tuple[str, ...],
+        *,
+        window: int,
+        bins: int,
+        pad_id: int,
     ) -> ChatWindows:
         from dew.data.packing import plan_packing
         from dew.data.templates import messages_of, tools_of
@@ -56,7 +63,7 @@ class ChatWindows(BatchRecords):
         if path is not None:
             rows = read_table(path, ("messages",), ("tools",)).to_pylist()
         else:
-            rows = json_rows(records, ("messages",))
+            rows = json_rows(json_records, ("messages",))
         wheres = [where(path, i) for i in range(len(rows))]
         conversations = [messages_of(row["messages"], at) for row, at in zip(rows, wheres, strict=True)]
         tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]

@@ -50,12 +50,12 @@ class PairSource(BatchRecords):
                 )
 
     @classmethod
-    def read(cls, path: str | None, records: tuple[str, ...], *, seq_len: int, pad_id: int) -> PairSource:
+    def read(cls, path: str | None, json_records: tuple[str, ...], *, seq_len: int, pad_id: int) -> PairSource:
         if path is not None:
             table = read_table(path, COLUMNS)
             columns = [Ragged.from_arrow(table.column(name), name=name, path=path) for name in COLUMNS]
         else:
-            rows = json_rows(records, COLUMNS)
+            rows = json_rows(json_records, COLUMNS)
             columns = [Ragged.from_lists([row[name] for row in rows], name=name) for name in COLUMNS]
         return cls(*columns, seq_len=seq_len, pad_id=pad_id, path=path)
 

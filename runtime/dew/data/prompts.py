@@ -70,11 +70,19 @@ class PromptSource(BatchRecords):
 
     @classmethod
     def read(
-        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, max_prompt_len: int, pad_id: int
+        cls,
+        template: ChatTemplate,
+        path: str | None,
+        json_records: tuple[str, ...],
+        *,
+        max_prompt_len: int,
+        pad_id: int,
     ) -> PromptSource:
         from dew.data.templates import messages_of, tools_of
 
-        rows = read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(records, REQUIRED)
+        rows = (
+            read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(json_records, REQUIRED)
+        )
         wheres = [where(path, i) for i in range(len(rows))]
         conversations = [messages_of(row["prompt"], at, "prompt") for row, at in zip(rows, wheres, strict=True)]
         tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]

@@ -106,4 +106,3 @@ class Schedule:
 
     def describe(self) -> list[list[int]]:
         return [[s.batch, s.records] for s in self.stages]
-

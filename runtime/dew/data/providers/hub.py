@@ -14,9 +14,6 @@ from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import Tokenize
 
-# The options a HubDataset forwards to datasets.load_dataset.
-HubOptions = HFOptions
-
 
 @datasets("hf")
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +32,7 @@ class HubDataset(ProviderSpec):
 
     streaming: bool = False
     shuffle_buffer: int = 0
-    options: HubOptions = dataclasses.field(default_factory=HFOptions)
+    options: HFOptions = dataclasses.field(default_factory=HFOptions)
 
     def __post_init__(self) -> None:
         super().__post_init__()
