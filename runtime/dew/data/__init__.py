@@ -8,7 +8,8 @@ transformers, av, apache_beam, jax); a spec imports what it needs when it is use
 from dew.data import position
 from dew.data.chat import ChatMessages, Role
 from dew.data.config import json_list_argument
-from dew.data.dataset import Checkpointable, Dataset, Reader
+from dew.data.dataset import Checkpointable, Dataset, Reader, ramped
+from dew.data.loading import Loading
 from dew.data.mixture import Corpus, mixed_records, mixture
 from dew.data.partition import DataPartition
 from dew.data.phases import DataPhase
@@ -19,10 +20,10 @@ from dew.data.providers.hf_source import HFDatasetSource
 from dew.data.providers.hub import HubDataset
 from dew.data.providers.load import load
 from dew.data.providers.tfds import PreparedTFDS, TFDSOptions
-from dew.data.ramp import Ramp, Stage, ramped
+from dew.data.ramp import Ramp, Stage
 from dew.data.records import Records
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Loading, Tokenize
+from dew.data.spec import DatasetSpec, Tokenize
 from dew.data.stream import GlobalStream
 from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
 from dew.data.tokens import (

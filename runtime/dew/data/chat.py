@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
+from dew.data.packed_batch import packed_batch
 from dew.data.preference import MASK_KEY
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -37,7 +40,7 @@ def _role_codes(messages: list[dict[str, Any]]) -> np.ndarray:
     return np.array([Role[message["role"].upper()] for message in messages], dtype=np.int32)
 
 
-class ChatWindows:
+class ChatWindows(BatchRecords):
     """seq_len + 1 windows of packed conversations by index, each cut from the plan in a few numpy calls."""
 
     def __init__(self, ids: Ragged, roles: Ragged, completion: Ragged, plan: PackingPlan, *, pad_id: int) -> None:
@@ -45,7 +48,14 @@ class ChatWindows:
 
     @classmethod
     def read(
-        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, window: int, bins: int, pad_id: int
+        cls,
+        template: ChatTemplate,
+        path: str | None,
+        json_records: tuple[str, ...],
+        *,
+        window: int,
+        bins: int,
+        pad_id: int,
     ) -> ChatWindows:
         from dew.data.packing import plan_packing
         from dew.data.templates import messages_of, tools_of
@@ -53,7 +63,7 @@ class ChatWindows:
         if path is not None:
             rows = read_table(path, ("messages",), ("tools",)).to_pylist()
         else:
-            rows = json_rows(records, ("messages",))
+            rows = json_rows(json_records, ("messages",))
         wheres = [where(path, i) for i in range(len(rows))]
         conversations = [messages_of(row["messages"], at) for row, at in zip(rows, wheres, strict=True)]
         tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
@@ -73,43 +83,16 @@ class ChatWindows:
     def __len__(self) -> int:
         return len(self.plan)
 
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
-
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
-        plan = self.plan
-        indices = np.asarray(indices, dtype=np.int64)
-        first, counts = plan.offsets[indices], plan.offsets[indices + 1] - plan.offsets[indices]
-        # Every piece of the batch's windows, in window order, and the batch row each one lands in.
-        rank = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        pieces = np.repeat(first, counts) + rank
-        row = np.repeat(np.arange(len(indices)), counts)
-        lengths = plan.lengths[pieces]
-        # Where each piece starts in its window: the lengths of the pieces placed before it there.
-        before = np.cumsum(lengths) - lengths
-        column = before - np.repeat(before[np.cumsum(counts) - counts], counts)
-        within = np.arange(int(lengths.sum())) - np.repeat(before, lengths)
-        token_row = np.repeat(row, lengths)
-        token_column = np.repeat(column, lengths) + within
-        offset_in_doc = np.repeat(plan.starts[pieces], lengths) + within
-        source = np.repeat(self.ids.offsets[plan.documents[pieces]], lengths) + offset_in_doc
-
-        shape = (len(indices), plan.window)
-        batch = {
-            "text": np.full(shape, self.pad_id, dtype=np.int32),
-            "text_segment_ids": np.zeros(shape, dtype=np.int32),
-            "text_positions": np.zeros(shape, dtype=np.int32),
-            MASK_KEY: np.zeros(shape, dtype=np.int32),
-            "roles": np.zeros(shape, dtype=np.int32),
+        batch = packed_batch(self.plan, np.asarray(indices, dtype=np.int64), positions="document")
+        starts = self.ids.offsets
+        return {
+            "text": batch.gather(self.ids.values, starts, fill=self.pad_id),
+            "text_segment_ids": batch.segment_ids,
+            "text_positions": batch.positions,
+            MASK_KEY: batch.gather(self.completion.values, starts),
+            "roles": batch.gather(self.roles.values, starts),
         }
-        at = (token_row, token_column)
-        batch["text"][at] = self.ids.values[source]
-        batch["text_segment_ids"][at] = np.repeat(rank + 1, lengths)
-        batch["text_positions"][at] = offset_in_doc
-        batch[MASK_KEY][at] = self.completion.values[source]
-        batch["roles"][at] = self.roles.values[source]
-        return batch
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -125,7 +108,7 @@ class ChatWindows:
 
 @datasets("chat_messages")
 @dataclasses.dataclass(frozen=True)
-class ChatMessages(DatasetSpec):
+class ChatMessages(IndexedSpec):
     """Conversations for supervised fine-tuning, rendered with the tokenizer's chat template and packed.
 
     path is a parquet file with a `messages` column (a list of {role, content} messages, roles system,
@@ -153,16 +136,16 @@ class ChatMessages(DatasetSpec):
     seq_len: int = 256
     pad_id: int = 0
     packing_bins: int = 8
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
 
     def __post_init__(self) -> None:
         if not self.tokenizer:
             raise ValueError("ChatMessages needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        check_ints(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
         from dew.data.templates import ChatTemplate
 
         self.uncaptioned(tokenize)
@@ -170,6 +153,4 @@ class ChatMessages(DatasetSpec):
         shape = {"window": self.seq_len + 1, "bins": self.packing_bins, "pad_id": self.pad_id}
         train = ChatWindows.read(template, self.path, self.records, **shape)
         val = None if self.val_path is None else ChatWindows.read(template, self.val_path, (), **shape)
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

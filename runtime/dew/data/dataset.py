@@ -6,11 +6,12 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from dew.data import validate
+from dew.data.loading import Loading
 from dew.data.order import OnePass, Order, ShuffledEpochs
 from dew.data.partition import DataPartition
 from dew.data.position import Position
 from dew.data.ramp import Ramp, Schedule
-from dew.data.spec import Loading
 from dew.data.stream import GlobalReader, ShareReader
 
 if TYPE_CHECKING:
@@ -46,10 +47,10 @@ class Dataset:
     ramp: Ramp | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.batch, int) or self.batch < 1:
-            raise ValueError(f"batch must be a positive int, got {self.batch!r}")
-        if self.records is not None and self.records < 0:
-            raise ValueError(f"records must be non-negative, got {self.records}")
+        validate.positive_int("Dataset.batch", self.batch)
+        if self.records is not None:
+            # A count of a pass may be any integer type (numpy's, from index arithmetic); only its sign matters.
+            validate.at_least("Dataset.records", self.records, 0)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -94,6 +95,21 @@ class Dataset:
             records=records,
             batch=batch,
         )
+
+
+def ramped(dataset: Dataset, ramp: Ramp) -> Dataset:
+    """`dataset` with its training batch growing to `dataset.batch` over `ramp`.
+
+    Validation keeps the full batch: a score over a changing number of records would measure a
+    different thing each time. Only a stream whose position is a global record count can ramp.
+    """
+    if not isinstance(dataset.train, GlobalReader):
+        raise TypeError(
+            f"ramped needs a training stream whose position is a global record count; "
+            f"{type(dataset.train).__name__} batches its own share and keeps a share's own state"
+        )
+    schedule = Schedule(ramp.stages(dataset.batch))
+    return dataclasses.replace(dataset, train=dataset.train.with_schedule(schedule), ramp=ramp)
 
 
 class _InOrder(ShuffledEpochs):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
 from dew.data.order import BaseOrder, ShuffledEpochs
 from dew.data.position import describe
 from dew.data.records import Records, describe_source, read_batch
@@ -49,11 +50,8 @@ class Corpus:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a corpus needs a non-empty name, got {self.name!r}")
-        weight = self.weight
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
-            raise ValueError(f"corpus {self.name!r}: weight must be a positive number, got {weight!r}")
-        if not isinstance(self.offset, int) or self.offset < 0:
-            raise ValueError(f"corpus {self.name!r}: offset must be a non-negative int, got {self.offset!r}")
+        validate.weight(f"corpus {self.name!r}", self.weight)
+        validate.non_negative_int(f"corpus {self.name!r}: offset", self.offset)
         if len(self.source) < 1:
             raise ValueError(f"corpus {self.name!r} holds no records: {describe(describe_source(self.source))}")
 

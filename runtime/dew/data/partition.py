@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from dew.data import validate
+
 
 @dataclasses.dataclass(frozen=True, kw_only=False)
 class DataPartition:
@@ -22,15 +24,11 @@ class DataPartition:
 
     def __post_init__(self) -> None:
         for name in ("index", "count", "readers", "reader"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"DataPartition.{name} must be an int, got {value!r}")
-        if self.count < 1:
-            raise ValueError(f"DataPartition.count must be at least 1, got {self.count}")
+            validate.an_int(f"DataPartition.{name}", getattr(self, name))
+        validate.at_least("DataPartition.count", self.count, 1)
         if not 0 <= self.index < self.count:
             raise ValueError(f"DataPartition.index {self.index} is outside 0..{self.count - 1} (count={self.count})")
-        if self.readers < 1:
-            raise ValueError(f"DataPartition.readers must be at least 1, got {self.readers}")
+        validate.at_least("DataPartition.readers", self.readers, 1)
         if not 0 <= self.reader < self.readers:
             raise ValueError(
                 f"DataPartition.reader {self.reader} is outside 0..{self.readers - 1} (readers={self.readers})"

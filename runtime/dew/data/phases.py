@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import validate
 from dew.data.mixture import Corpus, MixtureOrder, mixture_changes
 from dew.data.order import BaseOrder
 
@@ -33,16 +34,10 @@ class DataPhase:
             if not self.path:
                 raise ValueError("DataPhase.path is empty")
         elif isinstance(self.path, Mapping):
-            if not self.path:
-                raise ValueError("DataPhase.path is an empty mixture")
-            for name, weight in self.path.items():
-                if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
-                    raise ValueError(f"DataPhase.path[{name!r}]: weight must be a positive number, got {weight!r}")
+            validate.mixture("DataPhase.path", self.path)
         else:
             raise TypeError(f"DataPhase.path is a path or a {{path: weight}} mapping, got {self.path!r}")
-        step = self.until_step
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
-            raise ValueError(f"DataPhase.until_step must be a positive int or None, got {step!r}")
+        validate.positive_int("DataPhase.until_step", self.until_step, optional=True)
 
     @property
     def weights(self) -> dict[str, float]:

@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from dew.data import validate
+
 GLOBAL = "dew.global/1"
 SHARE = "dew.share/1"
 
@@ -58,8 +60,7 @@ def parse(state: Mapping[str, Any]) -> GlobalPosition | SharePosition:
     try:
         if kind == GLOBAL:
             records = state["records"]
-            if not isinstance(records, int) or records < 0:
-                raise ValueError(f"records must be a non-negative int, got {records!r}")
+            validate.non_negative_int("records", records)
             return GlobalPosition(records=records, reads=state["reads"], tokens=state.get("tokens", {}))
         if kind == SHARE:
             return SharePosition(index=state["index"], count=state["count"], reads=state["reads"], state=state["state"])

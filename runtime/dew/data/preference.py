@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -23,7 +25,7 @@ MASK_KEY = "completion_mask"
 COLUMNS = ("prompt", "chosen", "rejected")
 
 
-class PairSource:
+class PairSource(BatchRecords):
     """The pairs of one table by index; `read_batch` builds a whole batch with vectorised scatters."""
 
     def __init__(
@@ -48,21 +50,17 @@ class PairSource:
                 )
 
     @classmethod
-    def read(cls, path: str | None, records: tuple[str, ...], *, seq_len: int, pad_id: int) -> PairSource:
+    def read(cls, path: str | None, json_records: tuple[str, ...], *, seq_len: int, pad_id: int) -> PairSource:
         if path is not None:
             table = read_table(path, COLUMNS)
             columns = [Ragged.from_arrow(table.column(name), name=name, path=path) for name in COLUMNS]
         else:
-            rows = json_rows(records, COLUMNS)
+            rows = json_rows(json_records, COLUMNS)
             columns = [Ragged.from_lists([row[name] for row in rows], name=name) for name in COLUMNS]
         return cls(*columns, seq_len=seq_len, pad_id=pad_id, path=path)
 
     def __len__(self) -> int:
         return len(self.prompt)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
@@ -90,7 +88,7 @@ class PairSource:
 
 @datasets("preference_pairs")
 @dataclasses.dataclass(frozen=True)
-class PreferencePairs(DatasetSpec):
+class PreferencePairs(IndexedSpec):
     """Chosen and rejected completions of one prompt, read as fixed-width pairs for DPO-style objectives.
 
     Each row holds three columns of token ids: `prompt`, `chosen` and `rejected`. path is a parquet file
@@ -112,20 +110,18 @@ class PreferencePairs(DatasetSpec):
     val_path: str | None = None
     seq_len: int = 256
     pad_id: int = 0
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
 
     def __post_init__(self) -> None:
         check_source(type(self).__name__, self.path, self.records)
-        check_ints(self, positive=("seq_len",), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len",), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
 
         self.uncaptioned(tokenize)
         train = PairSource.read(self.path, self.records, seq_len=self.seq_len, pad_id=self.pad_id)
         val = None
         if self.val_path is not None:
             val = PairSource.read(self.val_path, (), seq_len=self.seq_len, pad_id=self.pad_id)
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

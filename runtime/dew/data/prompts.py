@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data import validate
+from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -59,7 +61,7 @@ def _objects(values: list[bytes]) -> np.ndarray:
     return out
 
 
-class PromptSource:
+class PromptSource(BatchRecords):
     """Rendered prompts by index; a batch left-pads them and gathers their reward fields."""
 
     def __init__(self, ids: Ragged, rewards: dict[str, np.ndarray], *, max_prompt_len: int, pad_id: int) -> None:
@@ -68,11 +70,19 @@ class PromptSource:
 
     @classmethod
     def read(
-        cls, template: ChatTemplate, path: str | None, records: tuple[str, ...], *, max_prompt_len: int, pad_id: int
+        cls,
+        template: ChatTemplate,
+        path: str | None,
+        json_records: tuple[str, ...],
+        *,
+        max_prompt_len: int,
+        pad_id: int,
     ) -> PromptSource:
         from dew.data.templates import messages_of, tools_of
 
-        rows = read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(records, REQUIRED)
+        rows = (
+            read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(json_records, REQUIRED)
+        )
         wheres = [where(path, i) for i in range(len(rows))]
         conversations = [messages_of(row["prompt"], at, "prompt") for row, at in zip(rows, wheres, strict=True)]
         tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
@@ -89,10 +99,6 @@ class PromptSource:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        batch = self.read_batch(np.array([index]))
-        return {key: value[0] for key, value in batch.items()}
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
@@ -119,7 +125,7 @@ class PromptSource:
 
 @datasets("prompts")
 @dataclasses.dataclass(frozen=True)
-class Prompts(DatasetSpec):
+class Prompts(IndexedSpec):
     """Prompts for RL rollouts, with what the reward function needs to score each one.
 
     path is a parquet file in verl's layout: data_source, prompt (a list of {role, content} messages),
@@ -149,17 +155,17 @@ class Prompts(DatasetSpec):
     val_path: str | None = None
     max_prompt_len: int = 128
     pad_id: int = 0
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
     thinking: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.tokenizer:
             raise ValueError("Prompts needs tokenizer=: an HF tokenizer name or directory with a chat template")
         check_source(type(self).__name__, self.path, self.records)
-        check_ints(self, positive=("max_prompt_len",), non_negative=("pad_id",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("max_prompt_len",), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.dataset import global_dataset
         from dew.data.templates import ChatTemplate
 
         self.uncaptioned(tokenize)
@@ -172,6 +178,4 @@ class Prompts(DatasetSpec):
                 f"{self.val_path} carries reward fields {sorted(val.rewards)}, the training rows "
                 f"{sorted(train.rewards)}; one reward function reads both, so they must match"
             )
-        return global_dataset(
-            train=train, val=val, batch=batch, seed=self.seed, loading=self.loading, val_batches=self.val_batches
-        )
+        return self.global_dataset(batch, train=train, val=val)

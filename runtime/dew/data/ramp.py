@@ -5,10 +5,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from dew.data.dataset import Dataset
+from dew.data import validate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +32,7 @@ class Ramp:
     samples: int
 
     def __post_init__(self) -> None:
-        for name in ("start", "increment", "samples"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Ramp.{name} must be a positive int, got {value!r}")
+        validate.fields(self, positive=("start", "increment", "samples"))
 
     def stages(self, final: int) -> tuple[Stage, ...]:
         """Every stage up to `final`, the run's own global batch; the last stage runs on for ever."""
@@ -111,20 +106,3 @@ class Schedule:
 
     def describe(self) -> list[list[int]]:
         return [[s.batch, s.records] for s in self.stages]
-
-
-def ramped(dataset: Dataset, ramp: Ramp) -> Dataset:
-    """`dataset` with its training batch growing to `dataset.batch` over `ramp`.
-
-    Validation keeps the full batch: a score over a changing number of records would measure a
-    different thing each time. Only a stream whose position is a global record count can ramp.
-    """
-    from dew.data.stream import GlobalReader
-
-    if not isinstance(dataset.train, GlobalReader):
-        raise TypeError(
-            f"ramped needs a training stream whose position is a global record count; "
-            f"{type(dataset.train).__name__} batches its own share and keeps a share's own state"
-        )
-    schedule = Schedule(ramp.stages(dataset.batch))
-    return dataclasses.replace(dataset, train=dataset.train.with_schedule(schedule), ramp=ramp)

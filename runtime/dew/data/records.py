@@ -24,6 +24,17 @@ class Records(Protocol):
     def __getitem__(self, index: int) -> Any: ...
 
 
+class BatchRecords:
+    """A source whose one real read is `read_batch`: a record alone is row 0 of a batch of one, so
+    the two reads cannot disagree."""
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {key: value[0] for key, value in self.read_batch(np.array([index])).items()}
+
+
 def read_batch(source: Any, indices: np.ndarray) -> Any:
     """The records at `indices`, stacked into one batch, through the source's fastest read."""
     fast = getattr(source, "read_batch", None)

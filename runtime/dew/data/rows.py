@@ -23,13 +23,13 @@ def where(path: str | None, row: int) -> str:
     return f"record {row}" if path is None else f"row {row} of {path}"
 
 
-def check_source(kind: str, path: str | None, records: Sequence[str]) -> None:
+def check_source(kind: str, path: str | None, json_records: Sequence[str]) -> None:
     """A spec reads either a parquet path or JSON records; both or neither is a config mistake."""
-    if (path is None) == (not records):
+    if (path is None) == (not json_records):
         raise ValueError(
             f"{kind} reads exactly one of path= (a parquet file) or records= (JSON rows), not both or neither"
         )
-    for i, record in enumerate(records):
+    for i, record in enumerate(json_records):
         if not isinstance(record, str):
             raise TypeError(f"{kind}.records[{i}] must be one JSON object as a string, got {type(record).__name__}")
 
@@ -61,10 +61,10 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
     return read(pa.BufferReader(data))
 
 
-def json_rows(records: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
+def json_rows(json_records: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:
     """Parses JSON records, each an object holding every one of `columns`, naming the record that is not."""
     rows = []
-    for i, record in enumerate(records):
+    for i, record in enumerate(json_records):
         try:
             row = json.loads(record)
         except json.JSONDecodeError as error:

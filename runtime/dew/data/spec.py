@@ -1,78 +1,23 @@
-"""What every dataset kind shares: how fast it is read (Loading) and the spec base class."""
+"""The spec base class: what every dataset kind shares."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from dew.data import validate
+from dew.data.loading import Loading
+
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
+    from dew.data.order import Order
+
+VAL_BATCHES = 4
+"""The validation batches an indexed kind scores by default: a steady score at little reading."""
 
 # A caption reader: takes a batch of caption strings, returns what the model's text encoder reads.
 Tokenize = Callable[[Sequence[str]], Any]
-
-
-def check_ints(
-    spec: object, *, positive: Sequence[str] = (), non_negative: Sequence[str] = (), optional: Sequence[str] = ()
-) -> None:
-    """Refuses, by `Class.field`, an int field that is not positive, not non-negative, or (optional) not
-    a non-negative int or None. Shared by every kind so each says the same thing about the same mistake."""
-    owner = type(spec).__name__
-
-    def whole(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    for name in positive:
-        value = getattr(spec, name)
-        if not whole(value) or value < 1:
-            raise ValueError(f"{owner}.{name} must be a positive int, got {value!r}")
-    for name in non_negative:
-        value = getattr(spec, name)
-        if not whole(value) or value < 0:
-            raise ValueError(f"{owner}.{name} must be a non-negative int, got {value!r}")
-    for name in optional:
-        value = getattr(spec, name)
-        if value is not None and (not whole(value) or value < 0):
-            raise ValueError(f"{owner}.{name} must be a non-negative int or None, got {value!r}")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Loading:
-    """Grain's four throughput knobs. None of them changes which records a run sees or their content.
-
-    workers are processes (0 reads in the training process), threads the reads one worker keeps in
-    flight, read_buffer the records one worker reads ahead, and worker_buffer the whole batches one
-    worker holds ready for the trainer.
-    """
-
-    workers: int = 32
-    threads: int = 64
-    read_buffer: int = 128
-    worker_buffer: int = 2
-
-    def __post_init__(self) -> None:
-        for name in ("workers", "threads", "read_buffer", "worker_buffer"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Loading.{name} must be a non-negative int, got {value!r}")
-        for name in ("threads", "read_buffer", "worker_buffer"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Loading.{name} must be at least 1, got {getattr(self, name)}")
-
-    @property
-    def stop_seconds(self) -> float:
-        """How long stopping this many workers may take.
-
-        Grain joins its worker processes one after another, about half a second each when idle and up
-        to one batch's work when busy, so the allowance grows with the worker count.
-        """
-        return 5.0 + 1.0 * self.workers
-
-    def prefetch_batches(self, rows: int) -> int:
-        """read_buffer counts records; the stream prefetches whole batches of `rows` records."""
-        return max(1, math.ceil(self.read_buffer / max(rows, 1)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,3 +54,52 @@ class DatasetSpec:
         from dew.data.config import to_config
 
         return to_config(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IndexedSpec(DatasetSpec):
+    """A kind read by index: one global record order to train on and one held-out pass to validate.
+
+    Each such kind declares `val_batches: int | None` where its signature wants it (VAL_BATCHES by
+    default, unless it says otherwise); this class gives it one meaning. A number bounds the
+    validation pass to that many whole global batches, 0 holds nothing out, and None scores the
+    whole validation split, or holds nothing out where there is no split, only a tail to cut.
+    """
+
+    # Declared by each kind, not here: a field here would move it in every kind's signature.
+    if TYPE_CHECKING:
+        val_batches: int | None
+
+    def __post_init__(self) -> None:
+        validate.fields(self, optional=("val_batches",))
+
+    def global_dataset(
+        self, batch: int, *, train: Any, val: Any | None, order: Order | None = None, records: int | None = None
+    ) -> Dataset:
+        """The Dataset of this kind: a shuffled endless stream over `train` (or over `order`, a
+        mixture or phases) and one pass over `val`, with this spec's seed, loading and val_batches."""
+        from dew.data.dataset import global_dataset
+
+        return global_dataset(
+            train=train,
+            val=val,
+            batch=batch,
+            seed=self.seed,
+            loading=self.loading,
+            val_batches=self.val_batches,
+            order=order,
+            records=records,
+        )
+
+    def held_out_tail(self, available: int, batch: int, *, path: str, what: str) -> int | None:
+        """Where validation starts when a corpus without a validation split gives val_batches whole
+        batches off the end of its `available` training records (`what` names them); None when it
+        gives none."""
+        if not self.val_batches:
+            return None
+        tail = self.val_batches * batch
+        if available <= tail:
+            raise ValueError(
+                f"{path}: {available} {what} cannot spare {tail} for validation; lower val_batches or the batch"
+            )
+        return available - tail

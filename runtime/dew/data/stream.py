@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dew.data import position
+from dew.data.loading import Loading
 from dew.data.order import Order
 from dew.data.partition import DataPartition
 from dew.data.ramp import Schedule
-from dew.data.spec import Loading
 
 if TYPE_CHECKING:
     import grain

@@ -6,17 +6,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from dew.data.dataset import Dataset, global_dataset
+from dew.data import validate
+from dew.data.dataset import Dataset
 from dew.data.providers.hooks import Preprocess, hook_name
 from dew.data.records import Records
-from dew.data.spec import DatasetSpec, Tokenize
+from dew.data.spec import IndexedSpec, Tokenize
 
 # One dataset by the provider's name for it, or several with the share of a step each fills.
 Named = str | Mapping[str, float]
 
 
 @dataclasses.dataclass(frozen=True)
-class ProviderSpec(DatasetSpec):
+class ProviderSpec(IndexedSpec):
     """A split of a dataset another library prepared, read by index through `read(name, split)`.
 
     `val_split` is read once in its own order as the validation pass, `val_batches` bounding it (None
@@ -32,15 +33,10 @@ class ProviderSpec(DatasetSpec):
     preprocess: Preprocess | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         kind = type(self).__name__
         if isinstance(self.name, Mapping):
-            if not self.name:
-                raise ValueError(f"{kind}.name is an empty mixture; name at least one dataset")
-            for key, weight in self.name.items():
-                if not isinstance(key, str) or not key:
-                    raise ValueError(f"{kind}.name: mixture keys are dataset names, got {key!r}")
-                if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
-                    raise ValueError(f"{kind}.name: the weight of {key!r} must be a positive number, got {weight!r}")
+            validate.mixture(f"{kind}.name", self.name)
             object.__setattr__(self, "name", {k: float(v) for k, v in self.name.items()})
         elif not isinstance(self.name, str):
             raise TypeError(f"{kind}.name is a dataset name or a {{name: weight}} mixture, got {self.name!r}")
@@ -48,10 +44,7 @@ class ProviderSpec(DatasetSpec):
             value = getattr(self, field)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{kind}.{field} must be a split name, got {value!r}")
-        for field in ("val_batches", "records"):
-            value = getattr(self, field)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{kind}.{field} must be None or a non-negative int, got {value!r}")
+        validate.fields(self, optional=("records",))
         if self.preprocess is not None:
             object.__setattr__(self, "preprocess", hook_name(self.preprocess))
 
@@ -80,15 +73,8 @@ class ProviderSpec(DatasetSpec):
             val = {name: self.read(name, self.val_split) for name in train}
         if names is None:
             (source,) = train.values()
-            return global_dataset(
-                train=source,
-                val=None if val is None else next(iter(val.values())),
-                batch=batch,
-                seed=self.seed,
-                loading=self.loading,
-                val_batches=self.val_batches,
-                records=self.records,
-            )
+            held_out = None if val is None else next(iter(val.values()))
+            return self.global_dataset(batch, train=source, val=held_out, records=self.records)
         return _mixed(self, batch, train, val, names)
 
     def to_config(self) -> dict[str, Any]:
@@ -116,13 +102,10 @@ def _mixed(
     held_out = None
     if val is not None:
         held_out = MixtureOrder([Corpus(name, source, weights[name]) for name, source in val.items()], seed=None)
-    return global_dataset(
+    return spec.global_dataset(
+        batch,
         train=None,
         val=held_out,
-        batch=batch,
-        seed=spec.seed,
-        loading=spec.loading,
-        val_batches=spec.val_batches,
         order=MixtureOrder(corpora, spec.seed),
         records=spec.records if spec.records is not None else mixed_records(corpora),
     )

@@ -8,6 +8,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dew.data import validate
+
 if TYPE_CHECKING:
     from datasets import DownloadConfig, DownloadMode, Features, VerificationMode
     from datasets.utils.version import Version
@@ -60,8 +62,7 @@ class HFOptions:
             if not isinstance(self.storage_options, Mapping):
                 raise TypeError(f"HFOptions.storage_options is a mapping, got {type(self.storage_options).__name__}")
             set_(self, "storage_options", dict(self.storage_options))
-        if self.num_proc is not None and (not isinstance(self.num_proc, int) or self.num_proc < 1):
-            raise ValueError(f"HFOptions.num_proc must be a positive int, got {self.num_proc!r}")
+        validate.positive_int("HFOptions.num_proc", self.num_proc, optional=True)
         if self.config is not None and not isinstance(self.config, str):
             raise TypeError(f"HFOptions.config is load_dataset's name=, a str; got {self.config!r}")
 

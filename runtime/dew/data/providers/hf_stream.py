@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import grain
 
 from dew.data.dataset import Dataset
+from dew.data.loading import Loading
 from dew.data.partition import DataPartition
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hooks import Hooked, Preprocess, collate_rows
-from dew.data.spec import Loading
 from dew.data.stream import ShareStream
 
 if TYPE_CHECKING:
@@ -59,16 +59,18 @@ class _Plan:
         }
 
 
-class _ShareRows(grain.IterDataset):
+class _StreamedShare(grain.IterDataset):
+    """One share's rows of a streamed split, as HF hands them over (its part of the files)."""
+
     def __init__(self, plan: _Plan, partition: DataPartition, rows: int) -> None:
         super().__init__()
         self.plan, self.partition, self.rows = plan, partition, rows
 
-    def __iter__(self) -> _ShareRowsIterator:
-        return _ShareRowsIterator(self.plan, self.partition, self.rows)
+    def __iter__(self) -> _StreamedShareIterator:
+        return _StreamedShareIterator(self.plan, self.partition, self.rows)
 
 
-class _ShareRowsIterator(grain.DatasetIterator):
+class _StreamedShareIterator(grain.DatasetIterator):
     """One share's rows, epoch after epoch for training; get_state says where it stands."""
 
     def __init__(self, plan: _Plan, partition: DataPartition, rows: int) -> None:
@@ -171,7 +173,7 @@ class HubStreamReader:
     def __call__(self, partition: DataPartition | None = None) -> ShareStream:
         partition = partition or DataPartition()
         rows = partition.rows(self.batch)
-        ds = _ShareRows(self.plan, partition, rows).batch(
+        ds = _StreamedShare(self.plan, partition, rows).batch(
             rows, drop_remainder=True, batch_fn=functools.partial(collate_rows, where=self.plan.label)
         )
         # Streaming is network- and parse-bound: a reader thread keeps batches ready. Worker processes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dew.data import validate
 from dew.data.dataset import Dataset
 from dew.data.providers.base import ProviderSpec
 from dew.data.providers.hf_options import HFOptions
@@ -12,9 +13,6 @@ from dew.data.providers.hf_source import HFDatasetSource
 from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import Tokenize
-
-# The options a HubDataset forwards to datasets.load_dataset.
-HubOptions = HFOptions
 
 
 @datasets("hf")
@@ -34,7 +32,7 @@ class HubDataset(ProviderSpec):
 
     streaming: bool = False
     shuffle_buffer: int = 0
-    options: HubOptions = dataclasses.field(default_factory=HFOptions)
+    options: HFOptions = dataclasses.field(default_factory=HFOptions)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -45,8 +43,7 @@ class HubDataset(ProviderSpec):
             )
         if not isinstance(self.streaming, bool):
             raise TypeError(f"HubDataset.streaming is a bool, got {self.streaming!r}")
-        if isinstance(self.shuffle_buffer, bool) or not isinstance(self.shuffle_buffer, int) or self.shuffle_buffer < 0:
-            raise ValueError(f"HubDataset.shuffle_buffer must be a non-negative int, got {self.shuffle_buffer!r}")
+        validate.fields(self, non_negative=("shuffle_buffer",))
         if self.shuffle_buffer and not self.streaming:
             raise ValueError(
                 "HubDataset.shuffle_buffer sizes the shuffle of a streamed split; a split read by index is "

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from dew.data.dataset import Dataset
+from dew.data.loading import Loading
 from dew.data.providers.base import Named
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hooks import Preprocess
 from dew.data.providers.hub import HubDataset
 from dew.data.providers.tfds import TFDSOptions
 from dew.data.registry import datasets
-from dew.data.spec import Loading
 
 # Each provider's options type; the provider's name is also its registered kind.
 _PROVIDERS: dict[str, type] = {"hf": HFOptions, "tfds": TFDSOptions}

@@ -124,10 +124,6 @@ class TFDSOptions:
         return os.path.join(base, prepared[-1])
 
 
-# The options a PreparedTFDS reads through.
-PreparedOptions = TFDSOptions
-
-
 class TFDSRecords:
     """One split of a prepared builder by index; pickles as its directory, split and decoders."""
 
@@ -214,7 +210,7 @@ class PreparedTFDS(ProviderSpec):
     every epoch, positioned by one global record count.
     """
 
-    options: PreparedOptions = dataclasses.field(default_factory=TFDSOptions)
+    options: TFDSOptions = dataclasses.field(default_factory=TFDSOptions)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from dew.data.packed_batch import packed_batch
 from dew.data.packing import PackingPlan, document_ends
-from dew.data.records import describe_source
+from dew.data.records import BatchRecords, describe_source
 from dew.data.tokens.sources import TokenSource
 
 
@@ -46,12 +48,12 @@ class TokenDocumentSource:
         return {"documents": len(self), "eos_id": self.eos_id, "tokens": describe_source(self.tokens)}
 
 
-class PackedWindowSource:
+class PackedWindowSource(BatchRecords):
     """Record w is window w of a packing plan over documents, as three int32 arrays of `plan.window`.
 
     text holds the pieces back to back and zeros after them; text_segment_ids numbers the pieces
-    1, 2, … with 0 for padding; text_positions counts from 0 within each piece. A chunk of a long
-    document is a segment of its own: attention stops at its edge, so its positions restart too.
+    1, 2, … with 0 for padding; text_positions counts from 0 within each piece, a chunk of a long
+    document included (dew.data.packed_batch says why).
     `documents` is a TokenDocumentSource, or any records whose record d is document d's ids.
     first and count select a run of windows (a held-out tail, say).
     """
@@ -76,53 +78,30 @@ class PackedWindowSource:
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {key: value[0] for key, value in self.read_batch(np.array([index])).items()}
-
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
             raise IndexError(f"window {int(indices.max())} is outside this {self.count}-window source")
-        plan, width = self.plan, self.plan.window
-        windows = indices + self.first
-        lo, hi = plan.offsets[windows], plan.offsets[windows + 1]
-        per_window = hi - lo
-        rows = np.repeat(np.arange(len(windows)), per_window)
-        pieces = np.arange(int(per_window.sum())) - np.repeat(np.cumsum(per_window) - per_window, per_window)
-        pieces += np.repeat(lo, per_window)
-        lengths = plan.lengths[pieces]
-        # Where each piece lands in its row: after the pieces before it in the same window.
-        ends_in_row = np.cumsum(lengths)
-        dest = ends_in_row - lengths
-        first_of_row = np.repeat(np.cumsum(per_window) - per_window, per_window)
-        dest = dest - (ends_in_row[first_of_row] - lengths[first_of_row])
-        segment = pieces - np.repeat(lo, per_window) + 1
+        batch = packed_batch(self.plan, indices + self.first, positions="piece")
+        return {
+            "text": batch.copy(self._span_reader()),
+            "text_segment_ids": batch.segment_ids,
+            "text_positions": batch.positions,
+        }
 
-        text = np.zeros((len(windows), width), dtype=np.int32)
-        segments = np.zeros((len(windows), width), dtype=np.int32)
-        positions = np.zeros((len(windows), width), dtype=np.int32)
-        count_up = np.arange(width, dtype=np.int32)
-        docs, starts = plan.documents[pieces], plan.starts[pieces]
-        fast = hasattr(self.documents, "starts") and hasattr(self.documents, "tokens")
-        if fast:
-            tokens, origin = self.documents.tokens, self.documents.starts[docs] + starts
-        for row, at, size, doc, start, seg, src in zip(
-            rows.tolist(),
-            dest.tolist(),
-            lengths.tolist(),
-            docs.tolist(),
-            starts.tolist(),
-            segment.tolist(),
-            (origin if fast else starts).tolist(),
-            strict=True,
-        ):
-            if fast:
-                text[row, at : at + size] = tokens[src : src + size]
-            else:
-                text[row, at : at + size] = np.asarray(self.documents[doc])[start : start + size]
-            segments[row, at : at + size] = seg
-            positions[row, at : at + size] = count_up[:size]
-        return {"text": text, "text_segment_ids": segments, "text_positions": positions}
+    def _span_reader(self) -> Callable[[int, int, int], np.ndarray]:
+        """read(document, start, length) for this source's documents: one slice of the token stream
+        when they are a TokenDocumentSource, else a slice of the document record."""
+        documents = self.documents
+        if hasattr(documents, "starts") and hasattr(documents, "tokens"):
+            tokens, firsts = documents.tokens, documents.starts
+
+            def span(document: int, start: int, length: int) -> np.ndarray:
+                origin = int(firsts[document]) + start
+                return tokens[origin : origin + length]
+
+            return span
+        return lambda document, start, length: np.asarray(documents[document])[start : start + length]
 
     def describe(self) -> dict[str, Any]:
         return {

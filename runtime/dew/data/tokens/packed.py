@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from dew.data import formats
+from dew.data import formats, validate
 from dew.data.config import json_list_argument
-from dew.data.dataset import Dataset, global_dataset
+from dew.data.dataset import Dataset
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
 from dew.data.order import Order
 from dew.data.packing import (
@@ -24,7 +24,7 @@ from dew.data.packing import (
 )
 from dew.data.phases import DataPhase, PhasedOrder, check_phases
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
 
@@ -70,7 +70,7 @@ def packed_split(path: str, split: str, *, window: int, bins: int, field: str | 
 
 @datasets("packed_tokens")
 @dataclasses.dataclass(frozen=True)
-class PackedTokens(DatasetSpec):
+class PackedTokens(IndexedSpec):
     """Whole documents packed into seq_len + 1 windows (best fit over packing_bins open windows), with
     segment ids and positions.
 
@@ -88,12 +88,13 @@ class PackedTokens(DatasetSpec):
     path: str | Mapping[str, float] | None = None
     phases: Annotated[tuple[DataPhase, ...], json_list_argument(DataPhase)] = ()
     seq_len: int = 256
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
     field: str | None = None
     packing_bins: int = 8
 
     def __post_init__(self) -> None:
-        check_ints(self, positive=("seq_len", "packing_bins"), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len", "packing_bins"))
         if (self.path is None) == (not self.phases):
             raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
         if self.path is not None:
@@ -138,16 +139,7 @@ class PackedTokens(DatasetSpec):
         if all(source is not None for _, source, _ in val_sources):
             val = MixtureOrder([Corpus(n, s, w) for n, s, w in val_sources], None)
             val = val.corpora[0].source if len(val_sources) == 1 else val
-        return global_dataset(
-            train=None,
-            val=val,
-            batch=batch,
-            seed=self.seed,
-            loading=self.loading,
-            val_batches=self.val_batches,
-            order=order,
-            records=records,
-        )
+        return self.global_dataset(batch, train=None, val=val, order=order, records=records)
 
     def _windows(self, path: str, batch: int) -> tuple[PackedWindowSource, PackedWindowSource | None]:
         """(training windows, validation windows or None) of one corpus."""
@@ -156,15 +148,9 @@ class PackedTokens(DatasetSpec):
         held = validation_split(path)
         if held is not None:
             return train, packed_split(path, held, window=window, bins=self.packing_bins, field=self.field)
-        if not self.val_batches:
+        cut = self.held_out_tail(len(train), batch, path=path, what="packed windows")
+        if cut is None:
             return train, None
-        tail = self.val_batches * batch
-        if len(train) <= tail:
-            raise ValueError(
-                f"{path}: {len(train)} packed windows cannot spare {tail} for validation; "
-                "lower val_batches or the batch"
-            )
-        cut = len(train) - tail
         return (
             PackedWindowSource(train.documents, train.plan, count=cut),
             PackedWindowSource(train.documents, train.plan, first=cut),

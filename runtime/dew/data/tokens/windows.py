@@ -7,16 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from dew.data.dataset import Dataset, global_dataset
+from dew.data import validate
+from dew.data.dataset import Dataset
 from dew.data.mixture import Corpus, MixtureOrder
-from dew.data.records import describe_source
+from dew.data.records import BatchRecords, describe_source
 from dew.data.registry import datasets
-from dew.data.spec import DatasetSpec, Tokenize, check_ints
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.corpus import open_tokens, validation_split
 from dew.data.tokens.sources import TokenSource, spans
 
 
-class TokenWindowSource:
+class TokenWindowSource(BatchRecords):
     """Record i is {"text": tokens[(first + i) * seq_len : … + seq_len + 1]} as int32.
 
     Consecutive windows share one id, so a model trained on them sees every transition once.
@@ -24,8 +25,7 @@ class TokenWindowSource:
     """
 
     def __init__(self, tokens: TokenSource, seq_len: int, *, first: int = 0, count: int | None = None) -> None:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-            raise ValueError(f"seq_len must be a positive int, got {seq_len!r}")
+        validate.positive_int("TokenWindowSource.seq_len", seq_len)
         self.tokens, self.seq_len, self.first = tokens, seq_len, first
         whole = max(0, (len(tokens) - 1) // seq_len)
         self.count = whole - first if count is None else count
@@ -39,9 +39,6 @@ class TokenWindowSource:
 
     def __len__(self) -> int:
         return self.count
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {"text": self.read_batch(np.array([index]))["text"][0]}
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
@@ -61,7 +58,7 @@ class TokenWindowSource:
 
 @datasets("token_windows")
 @dataclasses.dataclass(frozen=True)
-class TokenWindows(DatasetSpec):
+class TokenWindows(IndexedSpec):
     """Fixed windows of seq_len + 1 ids, each starting seq_len ids after the last.
 
     A batch is {"text": int32 [batch, seq_len + 1]}. path is a committed corpus directory or one
@@ -73,11 +70,12 @@ class TokenWindows(DatasetSpec):
 
     path: str | None = None
     seq_len: int = 256
-    val_batches: int | None = 4
+    val_batches: int | None = VAL_BATCHES
     field: str | None = None
 
     def __post_init__(self) -> None:
-        check_ints(self, positive=("seq_len",), optional=("val_batches",))
+        super().__post_init__()
+        validate.fields(self, positive=("seq_len",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
@@ -88,24 +86,12 @@ class TokenWindows(DatasetSpec):
         val = None
         if held is not None:
             val = TokenWindowSource(open_tokens(self.path, split=held, field=self.field), self.seq_len)
-        elif self.val_batches:
-            tail = self.val_batches * batch
-            if len(train) <= tail:
-                raise ValueError(
-                    f"{self.path}: {len(train)} windows of {self.seq_len + 1} ids cannot spare {tail} for "
-                    "validation; lower val_batches or the batch"
-                )
-            val = TokenWindowSource(train.tokens, self.seq_len, first=len(train) - tail)
-            train = TokenWindowSource(train.tokens, self.seq_len, count=len(train) - tail)
+        else:
+            cut = self.held_out_tail(len(train), batch, path=self.path, what=f"windows of {self.seq_len + 1} ids")
+            if cut is not None:
+                val = TokenWindowSource(train.tokens, self.seq_len, first=cut)
+                train = TokenWindowSource(train.tokens, self.seq_len, count=cut)
         if len(train) == 0:
             raise ValueError(f"{self.path}: the corpus holds fewer than {self.seq_len + 1} ids, not one window")
         order = MixtureOrder([Corpus(self.path, train, 1.0)], self.seed)
-        return global_dataset(
-            train=train,
-            val=val,
-            batch=batch,
-            seed=self.seed,
-            loading=self.loading,
-            val_batches=self.val_batches,
-            order=order,
-        )
+        return self.global_dataset(batch, train=train, val=val, order=order)

@@ -1,0 +1,101 @@
+"""One batch of packed windows, laid out from a PackingPlan: the one place windows are filled.
+
+Two kinds pack: PackedTokens (pretraining documents, through tokens.documents.PackedWindowSource)
+and ChatMessages (rendered conversations, through chat.ChatWindows). Both number the pieces of a
+window 1, 2, … in text_segment_ids with 0 on padding, and both put padding at position 0. They
+differ in where a piece cut from a longer document counts its positions from, and each is right
+for its use:
+
+- "piece": positions restart at 0 in every piece. A pretraining document is text, and a chunk of
+  one is a segment of its own whose attention stops at its edge; counting on from the document
+  would train positions beyond the window on chunks that cannot see what came before them.
+- "document": positions continue through the document, so a token keeps its place in its
+  conversation. A supervised turn is trained where it stands in the conversation it belongs to,
+  which is where it will stand when the model serves that conversation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+
+from dew.data.packing import PackingPlan
+
+Positions = Literal["piece", "document"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PackedBatch:
+    """Where every piece of a batch of plan windows comes from and lands, in window order.
+
+    segment_ids and positions are the batch's own [windows, window] int32 arrays; `copy` and
+    `gather` fill any further column the same way. Every fill is one slice per piece: pieces are
+    few and long next to tokens, so that beats any per-token index arithmetic.
+    """
+
+    shape: tuple[int, int]
+    rows: list[int]
+    columns: list[int]
+    documents: np.ndarray
+    starts: np.ndarray
+    lengths: list[int]
+    segment_ids: np.ndarray
+    positions: np.ndarray
+
+    def gather(self, values: np.ndarray, document_starts: np.ndarray, *, fill: int = 0) -> np.ndarray:
+        """[windows, window] int32 of a ragged column whose document d begins at
+        values[document_starts[d]]; `fill` in every cell no piece reaches."""
+        sources = (document_starts[self.documents] + self.starts).tolist()
+        return self._fill(lambda piece: values[sources[piece] : sources[piece] + self.lengths[piece]], fill)
+
+    def copy(self, read: Callable[[int, int, int], np.ndarray], *, fill: int = 0) -> np.ndarray:
+        """[windows, window] int32 from read(document, start, length) per piece, for sources read as
+        spans; `fill` in every cell no piece reaches."""
+        documents, starts = self.documents.tolist(), self.starts.tolist()
+        return self._fill(lambda piece: read(documents[piece], starts[piece], self.lengths[piece]), fill)
+
+    def _fill(self, piece_values: Callable[[int], np.ndarray], fill: int) -> np.ndarray:
+        out = np.full(self.shape, fill, dtype=np.int32)
+        for piece, (row, column, length) in enumerate(zip(self.rows, self.columns, self.lengths, strict=True)):
+            out[row, column : column + length] = piece_values(piece)
+        return out
+
+
+def packed_batch(plan: PackingPlan, windows: np.ndarray, *, positions: Positions) -> PackedBatch:
+    """The layout of plan windows `windows` as one batch, counting positions per `positions` (see the
+    module docstring for which use wants which)."""
+    if positions not in ("piece", "document"):
+        raise ValueError(f"positions count per 'piece' or per 'document', got {positions!r}")
+    windows = np.asarray(windows, dtype=np.int64)
+    first = plan.offsets[windows]
+    counts = plan.offsets[windows + 1] - first
+    window_first = np.cumsum(counts) - counts  # each window's first piece, in batch order
+    rank = np.arange(int(counts.sum())) - np.repeat(window_first, counts)
+    pieces = np.repeat(first, counts) + rank
+    lengths = plan.lengths[pieces]
+    # A piece starts in its window after the pieces placed there before it.
+    before = np.cumsum(lengths) - lengths
+    columns = before - np.repeat(before[window_first], counts)
+    starts = plan.starts[pieces]
+    batch = PackedBatch(
+        shape=(len(windows), plan.window),
+        rows=np.repeat(np.arange(len(windows)), counts).tolist(),
+        columns=columns.tolist(),
+        documents=plan.documents[pieces],
+        starts=starts,
+        lengths=lengths.tolist(),
+        segment_ids=np.zeros((len(windows), plan.window), dtype=np.int32),
+        positions=np.zeros((len(windows), plan.window), dtype=np.int32),
+    )
+    count_up = np.arange(plan.window, dtype=np.int32)
+    origins = starts.tolist() if positions == "document" else [0] * len(batch.lengths)
+    for row, column, length, segment, origin in zip(
+        batch.rows, batch.columns, batch.lengths, (rank + 1).tolist(), origins, strict=True
+    ):
+        cells = slice(column, column + length)
+        batch.segment_ids[row, cells] = segment
+        batch.positions[row, cells] = count_up[:length] + origin
+    return batch
