@@ -136,6 +136,25 @@ def test_crash_then_rerun_skips_committed_shards_and_ends_identical(text_inputs:
     assert listing(crashed) == listing(tmp_path / "clean")
 
 
+def test_a_committed_shard_found_short_on_rerun_is_named(text_inputs: Path, tmp_path: Path) -> None:
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00001-of-00002.bin"
+    blocker.mkdir(parents=True)
+    with pytest.raises(Exception, match="train-00001-of-00002"):
+        tokenize(text_inputs, crashed, "--num_shards", "2")
+    claim = (crashed / ".dew-job.json").read_bytes()
+    blocker.rmdir()
+    tokenize(text_inputs, crashed, "--num_shards", "2")
+    # Back to the crashed state with every shard committed, one of them since cut short.
+    (crashed / formats.META).unlink()
+    (crashed / ".dew-job.json").write_bytes(claim)
+    short = crashed / "train-00000-of-00002.bin"
+    short.write_bytes(short.read_bytes()[:-6])
+    with pytest.raises(Exception, match=r"train-00000-of-00002.bin was committed by an earlier run .* holds \d+ bytes"):
+        tokenize(text_inputs, crashed, "--num_shards", "2")
+    assert not (crashed / formats.META).exists()
+
+
 def test_rerun_with_another_config_refuses_and_overwrite_leaves_no_stale_shards(
     text_inputs: Path, tmp_path: Path
 ) -> None:

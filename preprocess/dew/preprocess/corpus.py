@@ -119,6 +119,7 @@ def corpus_stats(
         "documents_written": corpus.documents,
         "dropped": dropped,
         "files_unreadable": tallies["files_unreadable"],
+        "damaged_inputs": tallies["damaged_inputs"],
         "tokens": corpus.tokens,
         "splits": {
             split: {

@@ -76,7 +76,11 @@ class _ShardEnds(beam.DoFn):
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if seen != shard.units:
-            raise ValueError(f"{shard.name} holds {seen} tokens but meta.json records {shard.units}")
+            raise ValueError(
+                f"{shard.name} holds {seen} tokens, but this run's documents for it come to {shard.units}: the "
+                "shard was committed by an earlier run and is damaged or was written from other inputs; delete it, "
+                "or rerun with --overwrite"
+            )
         yield split, (index, seen, ends)
 
 

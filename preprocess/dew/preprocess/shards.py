@@ -89,6 +89,13 @@ class _WriteShard(beam.DoFn):
             keyed = sorted((tuple(key), self.fmt.units(record)) for key, record in records)
             lengths = np.array([length for _, length in keyed], dtype=np.int64)
             digest, size = files.sha256_of(final)
+            expected = int(lengths.sum()) * self.fmt.dtype.itemsize
+            if self.fmt.ext == "bin" and size != expected:
+                raise RuntimeError(
+                    f"{final} was committed by an earlier run of this job but holds {size} bytes, while this "
+                    f"run's records for it come to {expected}: the shard is damaged or was written from other "
+                    "inputs; delete it, or rerun with --overwrite"
+                )
             self.skipped.inc()
         else:
             work = tempfile.mkdtemp(prefix="dew-shard-")
