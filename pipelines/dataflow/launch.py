@@ -1,7 +1,7 @@
 """Flex-template entry point: `--job tokenize|pack|plan-mixture` picks the job, every other flag goes to it.
 
-The launcher image runs this file as a script, so it lives outside the dew package: run from inside
-dew/pipelines/ it would put that directory on sys.path, where tokenize.py shadows the standard library's.
+The launcher image runs this file as a script, so it lives outside the dew package: a script's own
+directory goes first on sys.path, where any job module named like a standard library module would shadow it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 JOBS = {
-    "tokenize": ("dew.pipelines.tokenize", "raw text files → a committed token corpus"),
+    "tokenize": ("dew.pipelines.tokenize_job", "raw text files → a committed token corpus"),
     "pack": ("dew.pipelines.pack", "a corpus's document index and packing plans, ahead of training"),
     "plan-mixture": ("dew.pipelines.plan_mixture", "windows and epochs per corpus of a weighted mixture"),
 }

@@ -23,7 +23,7 @@ from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shards import ShardFormat, WriteShards
-from dew.preprocess.tokenize import TokenBatch, TokenizeBatches, TokenizerInfo
+from dew.preprocess.tokenizing import TokenBatch, TokenizeBatches, TokenizerInfo
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
