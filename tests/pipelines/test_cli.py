@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dew.pipelines import cli, common
+from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,12 +71,10 @@ def test_dockerfile_pins_the_beam_of_pyproject() -> None:
 
 
 def test_flex_template_parameters_are_flags_of_the_jobs() -> None:
-    from dew.pipelines import pack, plan_mixture, tokenize_job
-
     metadata = json.loads((ROOT / "pipelines/dataflow/metadata.json").read_text())
     known = {"job"}
-    for module in (tokenize_job, pack, plan_mixture):
-        known |= {a.dest for a in module.parser()._actions}
+    for job in JOBS:
+        known |= {a.dest for a in job.load().parser()._actions}
     names = [p["name"] for p in metadata["parameters"]]
     assert set(names) <= known and len(names) == len(set(names))
 
