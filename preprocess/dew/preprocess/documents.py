@@ -20,6 +20,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from dew.data.extras import require
 from dew.preprocess import files
 
 STATS_TAG = "stats"
@@ -190,9 +191,7 @@ class _ReadFile(beam.DoFn):
         return (text, None) if size <= self.options.max_document_bytes else (None, TOO_LONG)
 
     def _parquet_rows(self, raw: Any) -> Iterator[tuple[int, str | None, str | None]]:
-        import pyarrow.parquet as pq
-
-        table = pq.ParquetFile(raw)
+        table = require("pyarrow.parquet", for_what="reading parquet documents").ParquetFile(raw)
         field = self.options.text_field
         if field not in table.schema_arrow.names:
             for row in range(table.metadata.num_rows):
