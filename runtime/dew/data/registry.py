@@ -112,7 +112,7 @@ def _discover() -> None:
     """Imports every dew.data module that declares a kind, then every `dew.datasets` entry point."""
     import dew.data
 
-    for module in pkgutil.walk_packages(dew.data.__path__, "dew.data."):
+    for module in pkgutil.walk_packages(dew.data.__path__, "dew.data.", onerror=_reraise):
         if module.ispkg or module.name in sys.modules:
             continue
         loader = getattr(importlib.util.find_spec(module.name), "loader", None)
@@ -121,6 +121,12 @@ def _discover() -> None:
             importlib.import_module(module.name)
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINTS):
         entry_point.load()
+
+
+
+def _reraise(package: str) -> None:
+    # walk_packages would skip a subpackage that fails to import, and with it every kind it declares.
+    raise ImportError(f"{package} failed to import, so the dataset kinds it declares cannot register")
 
 
 datasets = Registry(_discover)
