@@ -72,11 +72,11 @@ def baseline(directory: str, texts: list[str]) -> tuple[float, float, int]:
 
 def run_job(directory: str, source: str, output: str) -> tuple[float, int]:
     """(wall seconds, tokens written less the eos ids)."""
-    from dew.pipelines import tokenize
+    from dew.pipelines import tokenize_job
 
     runner = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
     start = time.perf_counter()
-    found = tokenize.main(["--input", source, "--output", output, "--tokenizer", directory, "--pack", *runner])
+    found = tokenize_job.main(["--input", source, "--output", output, "--tokenizer", directory, "--pack", *runner])
     return time.perf_counter() - start, found["tokens"] - found["documents_tokenized"]
 
 

@@ -1,7 +1,8 @@
-"""Flex-template entry point: `--job tokenize|pack|plan-mixture` picks the job, every other flag goes to it.
+"""Flex-template entry point: `--job NAME` picks one of dew.pipelines.jobs (the first when unset), every
+other flag goes to that job.
 
-The launcher image runs this file as a script, so it lives outside the dew package: run from inside
-dew/pipelines/ it would put that directory on sys.path, where tokenize.py shadows the standard library's.
+The launcher image runs this file as a script, so it lives outside the dew package: a script's own
+directory goes first on sys.path, where any job module named like a standard library module would shadow it.
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dew.pipelines.cli import JOBS, main
+from dew.pipelines.cli import main
+from dew.pipelines.jobs import JOBS
 
 
 def run(argv: list[str]) -> int:
     chooser = argparse.ArgumentParser(add_help=False)
-    chooser.add_argument("--job", default="tokenize", choices=sorted(JOBS))
+    chooser.add_argument("--job", default=JOBS[0].name, choices=[job.name for job in JOBS])
     known, rest = chooser.parse_known_args(argv)
     return main([known.job, *rest])
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dew.pipelines import cli, common
+from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,9 +50,9 @@ def test_switches_take_flex_template_values() -> None:
 
 
 def test_job_flags_and_beam_flags_part_ways() -> None:
-    from dew.pipelines import tokenize
+    from dew.pipelines import tokenize_job
 
-    args, rest = tokenize.parser().parse_known_args(
+    args, rest = tokenize_job.parser().parse_known_args(
         ["--input", "x.jsonl", "--output", "o", "--runner", "DataflowRunner", "--project", "p", "--region", "r"]
     )
     assert args.input == ["x.jsonl"] and rest == ["--runner", "DataflowRunner", "--project", "p", "--region", "r"]
@@ -70,12 +71,10 @@ def test_dockerfile_pins_the_beam_of_pyproject() -> None:
 
 
 def test_flex_template_parameters_are_flags_of_the_jobs() -> None:
-    from dew.pipelines import pack, plan_mixture, tokenize
-
     metadata = json.loads((ROOT / "pipelines/dataflow/metadata.json").read_text())
     known = {"job"}
-    for module in (tokenize, pack, plan_mixture):
-        known |= {a.dest for a in module.parser()._actions}
+    for job in JOBS:
+        known |= {a.dest for a in job.load().parser()._actions}
     names = [p["name"] for p in metadata["parameters"]]
     assert set(names) <= known and len(names) == len(set(names))
 

@@ -13,7 +13,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from dew.preprocess.documents import BadInputError, ReadDocuments, ReadOptions, merge_tallies
-from dew.preprocess.tokenize import Tokenize, describe_tokenizer
+from dew.preprocess.tokenizing import Tokenize, describe_tokenizer
 
 pytestmark = pytest.mark.beam
 OPTIONS = ReadOptions(max_document_bytes=100)

@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dew.data import formats, packing
-from dew.pipelines import cli
-from dew.pipelines import tokenize as tokenize_job
+from dew.pipelines import cli, tokenize_job
 from dew.preprocess.mixture import apportion
 from tests.preprocess.corpora import topics, write_jsonl
 from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens

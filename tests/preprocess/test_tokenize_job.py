@@ -14,7 +14,7 @@ import pytest
 from dew.data import formats, packing
 from dew.data.text import ByteTokenizer, HFTokenizer
 from dew.pipelines import pack as pack_job
-from dew.pipelines import tokenize as job
+from dew.pipelines import tokenize_job as job
 from dew.preprocess.commit import OutputConflictError
 from dew.preprocess.pack import shard_tokens
 from tests.preprocess.corpora import reference_stream, topics

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -112,11 +113,76 @@ def test_uncaptioned_refuses_a_caption_reader() -> None:
 
 
 def test_import_registers_every_kind_and_loads_no_heavy_stack() -> None:
+    # The kinds are listed first: finding them imports every kind module, which must stay cheap too.
     script = (
-        "import sys, json; import dew.data as d; "
-        f"print(json.dumps({{'heavy': [m for m in {HEAVY!r} if m in sys.modules], 'kinds': d.datasets.names()}}))"
+        "import sys, json; import dew.data as d; kinds = d.datasets.names(); "
+        f"print(json.dumps({{'heavy': [m for m in {HEAVY!r} if m in sys.modules], 'kinds': kinds}}))"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["heavy"] == [], f"import dew.data loaded {report['heavy']}"
     assert report["kinds"] == datasets.names()
+    assert {"token_windows", "packed_tokens", "hf", "tfds", "chat_messages", "prompts"} <= set(report["kinds"])
+
+
+KIND_MODULE = """
+import dataclasses
+
+from dew.data.registry import datasets
+from dew.data.spec import DatasetSpec
+
+
+@datasets({name!r})
+@dataclasses.dataclass(frozen=True)
+class {cls}(DatasetSpec):
+    path: str = ""
+"""
+
+
+def test_a_kind_is_found_from_its_own_module_and_from_an_entry_point(tmp_path: Path) -> None:
+    # One kind module dropped beside dew.data's own, one in a package that names it as an entry point;
+    # neither is mentioned anywhere else.
+    (tmp_path / "portion").mkdir()
+    (tmp_path / "portion" / "scratch_kind.py").write_text(KIND_MODULE.format(name="scratch", cls="ScratchKind"))
+    (tmp_path / "site" / "outside").mkdir(parents=True)
+    (tmp_path / "site" / "outside" / "__init__.py").write_text(KIND_MODULE.format(name="outside", cls="OutsideKind"))
+    info = tmp_path / "site" / "outside-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: outside\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[dew.datasets]\noutside = outside\n")
+    script = (
+        f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r}); import dew.data as d; "
+        f"d.__path__.append({str(tmp_path / 'portion')!r}); "
+        "from dew.data import ScratchKind; "
+        "assert d.datasets['scratch'] is ScratchKind and d.datasets['outside'] is d.OutsideKind; "
+        "assert 'ScratchKind' in dir(d) and 'TokenWindows' in dir(d); print('found')"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "found", out.stderr
+
+
+def test_discovery_runs_once_before_the_first_lookup_and_again_after_a_failure() -> None:
+    calls: list[int] = []
+
+    def discover() -> None:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise ImportError("a kind module failed")
+        registry("example")(Example)
+
+    registry = Registry(discover)
+    assert calls == []
+    with pytest.raises(ImportError, match="a kind module failed"):
+        registry.names()
+    assert registry["example"] is Example and "example" in registry and len(registry) == 1
+    assert calls == [0, 1]
+
+
+def test_the_package_reaches_kinds_by_class_name() -> None:
+    import dew.data
+
+    assert dew.data.TokenWindows is datasets["token_windows"] is datasets.TokenWindows
+    assert {"TokenWindows", "HubDataset", "load", "datasets"} <= set(dir(dew.data))
+    assert set(dew.data.__all__) <= set(dir(dew.data))
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        dew.data.Nope  # noqa: B018

@@ -55,7 +55,7 @@ def render(ids: np.ndarray, segments: np.ndarray, tokenizer: Any, eos: int | Non
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, beam_flags = parser().parse_known_args(argv)
     from dew.data import DataPartition, Loading, datasets, formats, tokenizer_for
-    from dew.pipelines import tokenize
+    from dew.pipelines import tokenize_job
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="dew-demo-")
     os.makedirs(workdir, exist_ok=True)
@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     start = time.monotonic()
     flags = ["--input", source, "--output", corpus, "--tokenizer", args.tokenizer, "--pack"]
     flags += ["--val_fraction", "0.05", "--seq_len", str(args.seq_len), "--overwrite", *beam_flags]
-    tokenize.main(flags)
+    tokenize_job.main(flags)
     seconds = time.monotonic() - start
     meta = formats.read_meta(corpus)
     with open(os.path.join(corpus, "stats.json")) as f:

@@ -25,7 +25,7 @@ from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
-from dew.preprocess.tokenize import TokenBatch, TokenizeBatches, TokenizerInfo
+from dew.preprocess.tokenizing import TokenBatch, TokenizeBatches, TokenizerInfo
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

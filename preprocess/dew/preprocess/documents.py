@@ -32,6 +32,7 @@ from typing import Any
 
 import apache_beam as beam
 
+from dew.data.extras import require
 from dew.preprocess import files
 
 STATS_TAG = "stats"
@@ -287,8 +288,8 @@ class _ReadFile(beam.DoFn):
         return (text, None) if size <= self.options.max_document_bytes else (None, TOO_LONG)
 
     def _parquet_rows(self, raw: Any) -> Iterator[tuple[int, str | None, str | None]]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        pa = require("pyarrow", for_what="reading parquet documents")
+        pq = require("pyarrow.parquet", for_what="reading parquet documents")
 
         try:
             table = pq.ParquetFile(raw)

@@ -19,6 +19,7 @@ import apache_beam as beam
 import numpy as np
 
 from dew.data import formats, packing
+from dew.data.extras import require
 from dew.data.formats import Meta
 from dew.data.sections import TokensSection
 from dew.preprocess import files
@@ -45,8 +46,7 @@ def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
         finally:
             reader.close()
     else:
-        import pyarrow.parquet as pq
-
+        pq = require("pyarrow.parquet", for_what=f"reading parquet shard {path}")
         for batch in pq.ParquetFile(path).iter_batches(batch_size=_RECORDS):
             yield batch.column(0).flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.codec import unpack_dict_of_byte_arrays
+from dew.data.extras import require
 from dew.data.formats import SHARD_EXTENSIONS
 from dew.data.sections import Section, TokensSection
 
@@ -93,7 +94,7 @@ def _write_array_record(path: str, fmt: ShardFormat, records: Iterable[bytes]) -
 
 
 def _write_parquet(path: str, fmt: ShardFormat, records: Iterable[bytes]) -> None:
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet", for_what="parquet shards")
 
     table = _ids_table if fmt.holds_ids else _fields_table
     with pq.ParquetWriter(path, _schema(fmt)) as writer:
@@ -117,7 +118,7 @@ def _groups(records: Iterable[bytes]) -> Iterator[list[bytes]]:
 
 
 def _schema(fmt: ShardFormat) -> Any:
-    import pyarrow as pa
+    pa = require("pyarrow", for_what="parquet shards")
 
     if fmt.holds_ids:
         return pa.schema([(TOKEN_COLUMN, pa.list_(pa.from_numpy_dtype(fmt.dtype)))])
@@ -125,7 +126,7 @@ def _schema(fmt: ShardFormat) -> Any:
 
 
 def _ids_table(group: list[bytes], fmt: ShardFormat) -> Any:
-    import pyarrow as pa
+    pa = require("pyarrow", for_what="parquet shards")
 
     dtype = fmt.dtype
     lengths = np.fromiter((len(r) // dtype.itemsize for r in group), dtype=np.int32, count=len(group))
@@ -137,7 +138,7 @@ def _ids_table(group: list[bytes], fmt: ShardFormat) -> Any:
 
 
 def _fields_table(group: list[bytes], fmt: ShardFormat) -> Any:
-    import pyarrow as pa
+    pa = require("pyarrow", for_what="parquet shards")
 
     fields = fmt.fields
     columns: dict[str, list[bytes]] = {field: [] for field in fields}

@@ -1,7 +1,22 @@
-"""The `datasets` registry: every dataset kind by name, and specs from their JSON config."""
+"""The `datasets` registry: every dataset kind by name, and specs from their JSON config.
+
+A kind is declared in one place, the `@datasets("name")` on its class. The registry finds the modules
+that hold those declarations itself, on its first lookup: every module of the dew.data package whose
+source has a line starting `@datasets(`, and every module or object named in the `dew.datasets`
+entry-point group of an installed distribution (how another package adds kinds). Modules are imported
+only then, and only those, so `import dew.data` stays cheap and no list of kinds is kept anywhere else.
+"""
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.metadata
+import importlib.util
+import pkgutil
+import re
+import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -10,17 +25,37 @@ from dew.data.spec import DatasetSpec
 
 SpecType = TypeVar("SpecType", bound=type[DatasetSpec])
 
+ENTRY_POINTS = "dew.datasets"
+_DECLARES_A_KIND = re.compile(r"^@datasets\(", re.MULTILINE)
+
 
 class Registry(Mapping[str, type[DatasetSpec]]):
     """Maps names to dataset kinds.
 
     `@datasets("name")` registers a frozen DatasetSpec subclass; `datasets["name"](...)` builds one;
     `datasets.Name` reaches a kind by its class name; `datasets.from_config(data)` rebuilds a spec from
-    `spec.to_config()`.
+    `spec.to_config()`. `discover`, when given, runs once before the first lookup, to import whatever
+    registers the kinds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, discover: Callable[[], None] | None = None) -> None:
         self._kinds: dict[str, type[DatasetSpec]] = {}
+        self._discover = discover
+        # Reentrant: a kind module imported by discovery may itself look a kind up.
+        self._lock = threading.RLock()
+
+    def _complete(self) -> dict[str, type[DatasetSpec]]:
+        """Every kind, once discovery has run; another thread's lookup waits for it."""
+        if self._discover is not None:
+            with self._lock:
+                discover, self._discover = self._discover, None
+                if discover is not None:
+                    try:
+                        discover()
+                    except BaseException:
+                        self._discover = discover  # the next lookup retries, and names the failure again
+                        raise
+        return self._kinds
 
     def __call__(self, name: str) -> Callable[[SpecType], SpecType]:
         def register(cls: SpecType) -> SpecType:
@@ -40,29 +75,29 @@ class Registry(Mapping[str, type[DatasetSpec]]):
         return register
 
     def __getitem__(self, name: str) -> type[DatasetSpec]:
+        kinds = self._complete()
         try:
-            return self._kinds[name]
+            return kinds[name]
         except KeyError:
-            raise KeyError(f"no dataset named {name!r}; registered: {', '.join(sorted(self._kinds))}") from None
+            raise KeyError(f"no dataset named {name!r}; registered: {', '.join(sorted(kinds))}") from None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._kinds))
+        return iter(sorted(self._complete()))
 
     def __len__(self) -> int:
-        return len(self._kinds)
+        return len(self._complete())
 
     def __getattr__(self, attr: str) -> type[DatasetSpec]:
         if attr.startswith("_"):
             raise AttributeError(attr)
-        for cls in self._kinds.values():
+        kinds = self._complete().values()
+        for cls in kinds:
             if cls.__name__ == attr:
                 return cls
-        raise AttributeError(
-            f"no dataset kind {attr!r}; kinds: {', '.join(sorted(c.__name__ for c in self._kinds.values()))}"
-        )
+        raise AttributeError(f"no dataset kind {attr!r}; kinds: {', '.join(sorted(c.__name__ for c in kinds))}")
 
     def names(self) -> list[str]:
-        return sorted(self._kinds)
+        return sorted(self._complete())
 
     def from_config(self, data: Mapping[str, Any]) -> DatasetSpec:
         """The spec `to_config` wrote: `{"kind": name, **fields}`."""
@@ -73,4 +108,25 @@ class Registry(Mapping[str, type[DatasetSpec]]):
         return from_fields(cls, fields, cls.kind)
 
 
-datasets = Registry()
+def _discover() -> None:
+    """Imports every dew.data module that declares a kind, then every `dew.datasets` entry point."""
+    import dew.data
+
+    for module in pkgutil.walk_packages(dew.data.__path__, "dew.data.", onerror=_reraise):
+        if module.ispkg or module.name in sys.modules:
+            continue
+        loader = getattr(importlib.util.find_spec(module.name), "loader", None)
+        source = loader.get_source(module.name) if isinstance(loader, importlib.abc.InspectLoader) else None
+        if source is not None and _DECLARES_A_KIND.search(source):
+            importlib.import_module(module.name)
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        entry_point.load()
+
+
+
+def _reraise(package: str) -> None:
+    # walk_packages would skip a subpackage that fails to import, and with it every kind it declares.
+    raise ImportError(f"{package} failed to import, so the dataset kinds it declares cannot register")
+
+
+datasets = Registry(_discover)

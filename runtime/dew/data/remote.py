@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from dew.data.extras import require
+
 _DEFAULT_BUDGET = 64 << 30
 
 
@@ -38,9 +40,8 @@ def _filesystem() -> Any:
     # gcsfs's default class probes each bucket's type over gRPC (zonal and HNS buckets), which a
     # plain bucket does not need and which retries for minutes against an emulator; the core class
     # speaks JSON only. It follows STORAGE_EMULATOR_HOST itself, which is how tests reach a local one.
-    from gcsfs.core import GCSFileSystem
-
-    return GCSFileSystem(token="anon") if os.environ.get("STORAGE_EMULATOR_HOST") else GCSFileSystem()
+    core = require("gcsfs.core", for_what="reading gs:// paths")
+    return core.GCSFileSystem(token="anon") if os.environ.get("STORAGE_EMULATOR_HOST") else core.GCSFileSystem()
 
 
 def exists(uri: str) -> bool:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from dew.data.extras import require
+
 
 def where(path: str | None, row: int) -> str:
     """How an error names a row: the file and its row number, or the index of a JSON record."""
@@ -36,7 +38,7 @@ def check_source(kind: str, path: str | None, json_records: Sequence[str]) -> No
 
 def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) -> Any:
     """The named columns of a parquet file (local or any fsspec URL), refusing a missing one by name."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet", for_what=f"reading parquet ({path})")
 
     def read(source: Any) -> Any:
         schema = pq.read_schema(source)
@@ -52,13 +54,10 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
         if not os.path.exists(path):
             raise FileNotFoundError(f"no parquet file at {path}")
         return read(path)
-    import fsspec
-
+    fsspec = require("fsspec", for_what=f"reading {path}")
     with fsspec.open(path, "rb") as remote:
         data = remote.read()
-    import pyarrow as pa
-
-    return read(pa.BufferReader(data))
+    return read(require("pyarrow", for_what=f"reading parquet ({path})").BufferReader(data))
 
 
 def json_rows(json_records: Sequence[str], columns: Sequence[str]) -> list[dict[str, Any]]:

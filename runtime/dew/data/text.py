@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dew.data.extras import require
+
 
 class ByteTokenizer:
     """One id per UTF-8 byte over a vocabulary of 256; no training and no download.
@@ -53,10 +55,9 @@ class HFTokenizer:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
+            auto = require("transformers", for_what=f"HFTokenizer {self.name!r}").AutoTokenizer
             try:
-                self._tokenizer = AutoTokenizer.from_pretrained(self.name, local_files_only=self.local_files_only)
+                self._tokenizer = auto.from_pretrained(self.name, local_files_only=self.local_files_only)
             except OSError as error:
                 raise OSError(
                     f"cannot load tokenizer {self.name!r}: {error}. Give a local directory holding "

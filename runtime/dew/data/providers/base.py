@@ -1,4 +1,9 @@
-"""What the hf and tfds kinds share: the fields a provider reads by, and the indexed load over them."""
+"""What the hf and tfds kinds share: the fields a provider reads by, and the indexed load over them.
+
+A provider is declared once, as a registered kind whose spec is a ProviderSpec: `@datasets("hf")` on
+HubDataset makes "hf/..." an address load() reads, and the spec's `options` field (its default
+factory) is the options type load() accepts for it. load() dispatches through that alone.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from dew.data import validate
 from dew.data.dataset import Dataset
 from dew.data.providers.hooks import Preprocess, hook_name
 from dew.data.records import Records
+from dew.data.registry import datasets
 from dew.data.spec import IndexedSpec, Tokenize
 
 # One dataset by the provider's name for it, or several with the share of a step each fills.
@@ -48,9 +54,28 @@ class ProviderSpec(IndexedSpec):
         if self.preprocess is not None:
             object.__setattr__(self, "preprocess", hook_name(self.preprocess))
 
+    @classmethod
+    def options_type(cls) -> type:
+        """What this provider's `options` holds, and so what load(options=) takes for it."""
+        field = next((f for f in dataclasses.fields(cls) if f.name == "options"), None)
+        factory = dataclasses.MISSING if field is None else field.default_factory
+        if not isinstance(factory, type):
+            raise TypeError(f"{cls.__name__} is a provider, so it has an options field whose default_factory is a type")
+        return factory
+
     def read(self, name: str, split: str) -> Records:
         """Split `split` of the dataset `name`, read by index, with this spec's preprocess hook."""
         raise NotImplementedError
+
+    def rows(self, *, batch: int, dataset: Any = None) -> Dataset:
+        """This spec's batches, over `dataset` when the caller already holds the split in memory.
+
+        Only a provider whose library hands out such splits reads one (HubDataset); the others read
+        what preparation left on disk, by name.
+        """
+        if dataset is not None:
+            raise TypeError(f"dataset= is a split held in memory; a {self.kind} source reads its prepared files")
+        return self.load(batch=batch)
 
     def names(self) -> dict[str, float]:
         """The datasets this spec reads with their weights; one dataset weighs 1."""
@@ -109,3 +134,8 @@ def _mixed(
         order=MixtureOrder(corpora, spec.seed),
         records=spec.records if spec.records is not None else mixed_records(corpora),
     )
+
+
+def providers() -> dict[str, type[ProviderSpec]]:
+    """Every provider by its address prefix, which is its registered kind name."""
+    return {name: kind for name, kind in datasets.items() if issubclass(kind, ProviderSpec)}

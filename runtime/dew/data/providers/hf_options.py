@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dew.data import validate
+from dew.data.extras import require
 
 if TYPE_CHECKING:
     from datasets import DownloadConfig, DownloadMode, Features, VerificationMode
@@ -73,7 +74,7 @@ class HFOptions:
         split as it reads. A directory written by save_to_disk is what load_dataset refuses to read, so
         that one opens through load_from_disk (streamed through to_iterable_dataset).
         """
-        import datasets
+        datasets = require("datasets", for_what=f"hf dataset {path!r}")
 
         if saved_to_disk(path, self.storage_options):
             return self._from_disk(path, split, streaming)
@@ -97,7 +98,7 @@ class HFOptions:
         return forwarded
 
     def _from_disk(self, path: str, split: str, streaming: bool) -> Any:
-        import datasets
+        datasets = require("datasets", for_what=f"hf dataset {path!r}")
 
         loaded = datasets.load_from_disk(path, keep_in_memory=self.keep_in_memory, storage_options=self.storage_options)
         base = split.split("[", 1)[0]

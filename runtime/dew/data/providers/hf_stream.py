@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import grain
 
 from dew.data.dataset import Dataset
+from dew.data.extras import require
 from dew.data.loading import Loading
 from dew.data.partition import DataPartition
 from dew.data.providers.hf_options import HFOptions
@@ -85,8 +86,9 @@ class _StreamedShareIterator(grain.DatasetIterator):
         self.it: Any = None
 
     def _open(self, skip: int = 0, hf_state: dict[str, Any] | None = None) -> None:
-        from datasets.distributed import split_dataset_by_node
-
+        split_dataset_by_node = require(
+            "datasets.distributed", for_what="HubDataset(streaming=True)"
+        ).split_dataset_by_node
         source = self.plan.dataset
         if source is None:
             try:

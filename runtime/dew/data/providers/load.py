@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dew.data.dataset import Dataset
 from dew.data.loading import Loading
-from dew.data.providers.base import Named
-from dew.data.providers.hf_options import HFOptions
+from dew.data.providers.base import Named, providers
 from dew.data.providers.hooks import Preprocess
-from dew.data.providers.hub import HubDataset
-from dew.data.providers.tfds import TFDSOptions
-from dew.data.registry import datasets
 
-# Each provider's options type; the provider's name is also its registered kind.
-_PROVIDERS: dict[str, type] = {"hf": HFOptions, "tfds": TFDSOptions}
+if TYPE_CHECKING:
+    from dew.data.providers.hf_options import HFOptions
+    from dew.data.providers.tfds import TFDSOptions
+
+# Arguments only a streaming provider's spec has fields for; another provider refuses them when set.
+_STREAMING = ("streaming", "shuffle_buffer")
 
 
 def load(
@@ -43,12 +44,14 @@ def load(
     other provider's is a TypeError naming both. `dataset` is an HF split the caller already holds
     (a datasets.Dataset or IterableDataset), passed to HubDataset.rows because a table has no config.
     """
-    provider, name = _address(source)
-    kind, options_type = datasets[provider], _PROVIDERS[provider]  # "hf" is HubDataset, "tfds" PreparedTFDS
+    found = providers()
+    provider, name = _address(source, found)
+    kind = found[provider]
+    options_type = kind.options_type()
     if options is not None and not isinstance(options, options_type):
         raise TypeError(
             f"{provider} sources take {options_type.__name__} as options, got {type(options).__name__}; "
-            + ", ".join(f"{p} takes {t.__name__}" for p, t in _PROVIDERS.items())
+            + ", ".join(f"{p} takes {k.options_type().__name__}" for p, k in found.items())
         )
     fields: dict[str, Any] = {
         "name": name,
@@ -61,23 +64,29 @@ def load(
         "loading": loading or Loading(),
         "options": options or options_type(),
     }
-    if provider == "hf":
-        spec: HubDataset = kind(streaming=streaming, shuffle_buffer=shuffle_buffer, **fields)
-        return spec.load(batch=batch) if dataset is None else spec.rows(batch=batch, dataset=dataset)
-    if streaming or shuffle_buffer:
-        raise ValueError("tfds sources are read by index: streaming= and shuffle_buffer= are for hf sources")
-    if dataset is not None:
-        raise TypeError("dataset= is an HF split held in memory; a tfds source reads its prepared files")
-    return kind(**fields).load(batch=batch)
+    if _streams(kind):
+        fields.update(streaming=streaming, shuffle_buffer=shuffle_buffer)
+    elif streaming or shuffle_buffer:
+        raise ValueError(
+            f"{provider} sources are read by index: streaming= and shuffle_buffer= are for "
+            + " and ".join(p for p, k in found.items() if _streams(k))
+            + " sources"
+        )
+    spec = kind(**fields)
+    return spec.load(batch=batch) if dataset is None else spec.rows(batch=batch, dataset=dataset)
 
 
-def _address(source: Named) -> tuple[str, str | dict[str, float]]:
+def _streams(kind: type) -> bool:
+    return set(_STREAMING) <= {field.name for field in dataclasses.fields(kind)}
+
+
+def _address(source: Named, found: Mapping[str, type]) -> tuple[str, str | dict[str, float]]:
     """(provider, the spec's name field) of "provider/name" or a {"provider/name": weight} mapping."""
     if isinstance(source, str):
-        return _split(source)
+        return _split(source, found)
     if not isinstance(source, Mapping) or not source:
         raise TypeError(f"source is 'provider/name' or a non-empty {{source: weight}} mapping, got {source!r}")
-    parts = {key: _split(key) for key in source}
+    parts = {key: _split(key, found) for key in source}
     providers = sorted({p for p, _ in parts.values()})
     if len(providers) > 1:
         raise ValueError(
@@ -86,8 +95,8 @@ def _address(source: Named) -> tuple[str, str | dict[str, float]]:
     return providers[0], {parts[key][1]: weight for key, weight in source.items()}
 
 
-def _split(source: str) -> tuple[str, str]:
+def _split(source: str, found: Mapping[str, type]) -> tuple[str, str]:
     provider, sep, name = source.partition("/") if isinstance(source, str) else ("", "", "")
-    if not sep or provider not in _PROVIDERS or not name:
-        raise ValueError(f"source {source!r} is not 'tfds/<builder>' or 'hf/<name>'")
+    if not sep or provider not in found or not name:
+        raise ValueError(f"source {source!r} is not " + " or ".join(f"'{p}/<name>'" for p in found))
     return provider, name

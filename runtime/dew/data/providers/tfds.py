@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dew.data.extras import require
 from dew.data.providers.base import ProviderSpec
 from dew.data.providers.hooks import Hooked, Preprocess, collate_rows
 from dew.data.records import Records
@@ -152,8 +153,7 @@ class TFDSRecords:
         if self._source is None:
             with self._lock:
                 if self._source is None:
-                    import tensorflow_datasets as tfds
-
+                    tfds = require("tensorflow_datasets", for_what=f"tfds {self.name!r}")
                     builder = tfds.builder_from_directory(self.directory)
                     self._source = builder.as_data_source(self.split, decoders=self.decoders)
         return self._source

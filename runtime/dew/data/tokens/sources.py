@@ -15,6 +15,7 @@ import numpy as np
 
 from dew.data import formats, remote
 from dew.data.codec import unpack_field
+from dew.data.extras import require
 from dew.data.pieces import PieceIndex
 
 _DEFAULT_DTYPE = np.dtype(np.uint16)
@@ -218,7 +219,7 @@ class TokenColumn(_Pieces):
         eos_id: int | None = None,
         pieces: PieceIndex | None = None,
     ) -> None:
-        import pyarrow.parquet as pq
+        pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
 
         self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
         if not self.paths:
@@ -252,8 +253,8 @@ class TokenColumn(_Pieces):
 
     def scan(self, names: Sequence[str]) -> PieceIndex:
         """Reads each file's column once for every row's id count: the index the preprocess job writes ahead."""
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
+        pc = require("pyarrow.compute", for_what="TokenColumn over parquet")
+        pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
 
         lengths = []
         for path, name in zip(self.paths, names, strict=True):
@@ -271,8 +272,7 @@ class TokenColumn(_Pieces):
         """The ids of row group `index`, counting through every file in order."""
         cached = self._cache.get(index)
         if cached is None:
-            import pyarrow.parquet as pq
-
+            pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
             path, group = self.groups[index]
             table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
             values = table.column(0).combine_chunks().flatten().to_numpy(zero_copy_only=False)

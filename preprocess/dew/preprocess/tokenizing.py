@@ -22,6 +22,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from dew.data.extras import require
 from dew.data.sections import dtype_for_vocab
 from dew.data.text import tokenizer_for
 from dew.preprocess.documents import NAMESPACE
@@ -122,9 +123,8 @@ def _rust_backend(info: TokenizerInfo) -> Any:
     path = os.path.join(info.name, "tokenizer.json")
     if info.name == "byte" or not os.path.isfile(path):
         return None
-    from tokenizers import Tokenizer
-
-    backend = Tokenizer.from_file(path)
+    tokenizers = require("tokenizers", for_what=f"tokenizer {info.name!r}")
+    backend = tokenizers.Tokenizer.from_file(path)
     return backend if hashlib.sha256(backend.to_str().encode()).hexdigest() == info.fingerprint else None
 
 

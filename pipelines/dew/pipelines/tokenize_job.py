@@ -22,7 +22,7 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
 from dew.preprocess.files import expand_inputs, manifest_fingerprint
-from dew.preprocess.tokenize import describe_tokenizer
+from dew.preprocess.tokenizing import describe_tokenizer
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,51 @@
+"""Every dew-preprocess job, declared once.
+
+The console script's usage, the flex template's `--job` parameter and metadata (dew.pipelines.metadata
+writes pipelines/dataflow/metadata.json from this list and each job's parser), the Dataflow launcher's
+choices and the job table in docs/preprocess.md all read `JOBS`. A new job is a module with `parser()`
+and `main(argv)` plus one entry here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from types import ModuleType
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Job:
+    """One job: the name users type (`dew-preprocess NAME`, `--job NAME`), the module that runs it, and
+    what it turns into what, in one line."""
+
+    name: str
+    module: str
+    summary: str
+
+    def load(self) -> ModuleType:
+        """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam."""
+        return importlib.import_module(self.module)
+
+
+# The first job is what the flex template runs when --job is not given.
+JOBS: tuple[Job, ...] = (
+    Job(
+        name="tokenize",
+        module="dew.pipelines.tokenize_job",
+        summary="raw text files → a committed token corpus (shards, meta.json, packing plans)",
+    ),
+    Job(
+        name="pack",
+        module="dew.pipelines.pack",
+        summary="a committed corpus → its document index and packing plans, ahead of training",
+    ),
+    Job(
+        name="plan-mixture",
+        module="dew.pipelines.plan_mixture",
+        summary="corpora, weights and a token budget → windows and epochs per corpus",
+    ),
+)
+
+
+def find(name: str) -> Job | None:
+    return next((job for job in JOBS if job.name == name), None)

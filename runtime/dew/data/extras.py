@@ -1,0 +1,54 @@
+"""Optional stacks, each behind the dew extra that installs it.
+
+A spec imports its stack when it is first read, so a host without that stack only learns of it then.
+`require` makes that moment say what to install instead of a bare ModuleNotFoundError.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# Top-level module → the extra in pyproject.toml that installs it (tests check the two agree).
+EXTRAS: dict[str, str] = {
+    "pyarrow": "parquet",
+    "transformers": "hf",
+    "datasets": "hf",
+    "tokenizers": "hf",
+    "jinja2": "hf",
+    "tensorflow_datasets": "tfds",
+    "cv2": "images",
+    "PIL": "images",
+    "av": "video",
+    "gcsfs": "gcs",
+    "fsspec": "gcs",
+    "google.cloud.storage": "gcs",
+    "apache_beam": "beam",
+    "jax": "jax",
+    "orbax.checkpoint": "jax",
+}
+
+
+def extra_of(module: str) -> str:
+    """The extra that installs `module` (or the package it is part of)."""
+    for name, extra in EXTRAS.items():
+        if module == name or module.startswith(name + "."):
+            return extra
+    raise KeyError(f"{module!r} is in no dew extra; EXTRAS in dew.data.extras lists the optional stacks")
+
+
+def require(module: str, *, for_what: str) -> ModuleType:
+    """`module`, imported; when its stack is not installed, an ImportError naming the extra to install.
+
+    `for_what` is what needs it, as the user knows it ("PackedTokens over parquet"). A module that is
+    installed but fails on a missing dependency of its own keeps its own error: that is not ours to name.
+    """
+    extra = extra_of(module)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module == error.name or module.startswith(error.name + ".")):
+            raise
+        raise ModuleNotFoundError(
+            f"{for_what} needs {module.split('.')[0]}: pip install 'dew[{extra}]'", name=error.name
+        ) from error

@@ -1,0 +1,74 @@
+"""A missing optional stack is named with the extra that installs it, at the sites that import one."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from dew.data import HFOptions, HFTokenizer, remote, rows
+from dew.data.extras import EXTRAS, extra_of, require
+from dew.data.providers.tfds import TFDSRecords
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hide(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """Makes `module` and its loaded submodules unimportable, as on a host without the extra."""
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")] + [module]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def prepared_tfds(directory: Path) -> TFDSRecords:
+    """A split whose metadata is in place, so that reading it is the first thing to need tensorflow_datasets."""
+    (directory / "dataset_info.json").write_text(json.dumps({"splits": [{"name": "train"}]}))
+    return TFDSRecords(str(directory), "dew_tiny", "train")
+
+
+def test_every_extra_named_is_one_pyproject_declares() -> None:
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS.values()) <= set(declared)
+    assert extra_of("pyarrow.parquet") == "parquet" and extra_of("google.cloud.storage") == "gcs"
+    with pytest.raises(KeyError, match="in no dew extra"):
+        extra_of("numpy")
+
+
+def test_a_missing_stack_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    hide(monkeypatch, "pyarrow")
+    message = "PackedTokens over parquet needs pyarrow: pip install 'dew[parquet]'"
+    with pytest.raises(ImportError, match=re.escape(message)):
+        require("pyarrow.parquet", for_what="PackedTokens over parquet")
+
+
+def test_a_stack_missing_a_dependency_of_its_own_keeps_its_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "broken_stack.py").write_text("import no_such_dependency_of_broken_stack\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(EXTRAS, "broken_stack", "parquet")
+    with pytest.raises(ModuleNotFoundError, match="No module named 'no_such_dependency_of_broken_stack'"):
+        require("broken_stack", for_what="a test")
+
+
+def test_an_installed_stack_is_returned() -> None:
+    assert require("pyarrow.parquet", for_what="parquet").__name__ == "pyarrow.parquet"
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "use"),
+    [
+        ("pyarrow", "parquet", lambda tmp: rows.read_table(str(tmp / "x.parquet"), ["tokens"])),
+        ("transformers", "hf", lambda tmp: HFTokenizer("gpt2").tokenizer),
+        ("datasets", "hf", lambda tmp: HFOptions().load("json", "train", streaming=False)),
+        ("gcsfs", "gcs", lambda tmp: remote.exists("gs://bucket/x")),
+        ("tensorflow_datasets", "tfds", lambda tmp: prepared_tfds(tmp).open()),
+    ],
+)
+def test_each_site_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, module, extra, use) -> None:
+    hide(monkeypatch, module)
+    with pytest.raises(ImportError, match=re.escape(f"needs {module}: pip install 'dew[{extra}]'")):
+        use(tmp_path)
