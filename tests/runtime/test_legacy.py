@@ -21,7 +21,7 @@ from dew.data.tokens.corpus import open_tokens
 from tests.support import read_global
 
 LEGACY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tokens-v1")
-# Where the fixture lay when its positions were saved; they name corpora by path.
+# Where the fixture lay when its positions were saved: they name each corpus by its path then.
 SAVED_AT = "/work/main/tests/fixtures/tokens-v1"
 
 
@@ -43,10 +43,9 @@ def test_a_corpus_committed_as_dew_tokens_1_reads_as_the_same_corpus(tmp_path) -
 SPECS = {"windows": datasets.TokenWindows, "packed": datasets.PackedTokens}
 
 
-def saved(name: str, root: str) -> dict:
+def saved(name: str) -> dict:
     with open(os.path.join(LEGACY, "positions.json")) as f:
-        entry = json.load(f)[name]
-    return json.loads(json.dumps(entry).replace(SAVED_AT, root))
+        return json.load(f)[name]
 
 
 @pytest.mark.parametrize("fmt", ["bin", "array_record"])
@@ -54,11 +53,17 @@ def saved(name: str, root: str) -> dict:
 @pytest.mark.parametrize("shares", [1, 2])
 def test_a_position_saved_by_the_old_code_resumes_exactly(fmt, kind, shares, tmp_path) -> None:
     root = str(shutil.copytree(LEGACY, tmp_path / "tokens-v1"))
-    entry = saved(f"{fmt}-{kind}", root)
+    entry = saved(f"{fmt}-{kind}")
+    # The corpus now lies elsewhere than where the position was saved: it resumes all the same, and its
+    # token counter carries on under its new path.
+    assert entry["state"]["reads"]["corpora"][0]["name"] == f"{SAVED_AT}/{fmt}" != f"{root}/{fmt}"
     spec = SPECS[kind](path=f"{root}/{fmt}", seq_len=64, seed=3, loading=Loading(workers=0))
-    batches, _ = read_global(spec.load(batch=4).train, shares, 2, entry["state"])
+    batches, state = read_global(spec.load(batch=4).train, shares, 2, entry["state"])
     for got, want in zip(batches, entry["text"], strict=True):
         np.testing.assert_array_equal(got["text"], np.asarray(want))
+    (before,) = entry["state"]["tokens"].values()
+    (name, after) = next(iter(state["tokens"].items()))
+    assert name == f"{root}/{fmt}" and after > before
 
 
 def test_the_saved_positions_read_on_the_current_code_from_the_start(tmp_path) -> None:
@@ -70,6 +75,6 @@ def test_the_saved_positions_read_on_the_current_code_from_the_start(tmp_path) -
         batches = [next(stream) for _ in range(5)]
     finally:
         stream.close()
-    want = saved("bin-packed", root)["text"]
+    want = saved("bin-packed")["text"]
     for got, expected in zip(batches[3:], want, strict=True):
         np.testing.assert_array_equal(got["text"], np.asarray(expected))

@@ -14,7 +14,7 @@ from dew.data.dataset import global_dataset
 from dew.data.mixture import MixtureOrder, integer_weights
 from dew.data.phases import DataPhase, PhasedOrder
 from tests.runtime.token_support import documents, write_corpus
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_batches_equal, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
 
@@ -180,3 +180,28 @@ def test_packed_tokens_phases_over_real_corpora_resume_and_count_tokens(tmp_path
     assert sum(state["tokens"].values()) == sum(int((b["text_segment_ids"] > 0).sum()) for b in batches)
     assert 0 < state["tokens"][a] <= 8 * 16 and 0 < state["tokens"][b] <= 12 * 16
     assert len(list(data.val(DataPartition()))) == 1
+
+
+def test_a_mixture_resumes_after_its_corpora_move_and_refuses_one_that_changed(tmp_path) -> None:
+    """A corpus is what it reads, not where it lies: copied to another path, bucket or mount, a saved
+    position resumes there, token counters included; a corpus whose content changed is still refused."""
+    import shutil
+
+    a = write_corpus(str(tmp_path / "a"), {"train": documents(50, seed=1)})
+    b = write_corpus(str(tmp_path / "b"), {"train": documents(50, seed=2, base=500)})
+
+    def reader(paths: dict[str, float]):
+        return PackedTokens(path=paths, seq_len=16, seed=4, loading=SERIAL).load(batch=4).train
+
+    full, full_state = read_global(reader({a: 1.0, b: 2.0}), 1, 6)
+    _, state = read_global(reader({a: 1.0, b: 2.0}), 2, 3)
+    moved_a, moved_b = shutil.copytree(a, tmp_path / "elsewhere" / "a"), shutil.copytree(b, tmp_path / "b2")
+    tail, tail_state = read_global(reader({str(moved_a): 1.0, str(moved_b): 2.0}), 1, 3, state)
+    assert_batches_equal(full[3:], tail)
+    assert tail_state["tokens"] == {str(moved_a): full_state["tokens"][a], str(moved_b): full_state["tokens"][b]}
+
+    other = write_corpus(str(tmp_path / "other"), {"train": documents(50, seed=3)})
+    stream = reader({str(moved_a): 1.0, other: 2.0})(DataPartition())
+    with pytest.raises(ValueError, match=f"corpus '{b}' was dropped.*corpus '{other}' was added"):
+        stream.set_state(state)
+    stream.close()

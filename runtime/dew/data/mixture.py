@@ -211,7 +211,11 @@ class MixtureOrder(BaseOrder):
                     + "; ".join(differences)
                     + ". Resume with the mixture the checkpoint was written with, or add a DataPhase"
                 )
+            return  # seed and every corpus's content, weight, offset and place agree; only paths may differ
         super().check_resume(saved, records)
+
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
+        return match_corpora(saved, self.describe()) if saved.get("order") == "mixture" else {}
 
     def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
         """Real tokens each corpus supplied to global records `ks` (corpora whose source counts them)."""
@@ -228,20 +232,48 @@ class MixtureOrder(BaseOrder):
         return out
 
 
+_CONTENT = ("weight", "offset", "source")
+
+
+def _same(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    return all(describe(before[field]) == describe(after[field]) for field in _CONTENT)
+
+
+def match_corpora(saved: Mapping[str, Any], ours: Mapping[str, Any]) -> dict[str, str]:
+    """Each saved corpus's name in our mixture: the corpus of the same name, else the one that reads the
+    same content at the same weight and offset (the same corpus moved to another path, bucket or mount).
+    A corpus's name is where it lies; what a position must match is what it reads."""
+    before, after = list(saved.get("corpora", [])), list(ours.get("corpora", []))
+    names = {c["name"] for c in after}
+    out = {c["name"]: c["name"] for c in before if c["name"] in names}
+    free = [c for c in after if c["name"] not in out.values()]
+    for corpus in before:
+        if corpus["name"] in out:
+            continue
+        moved = next((c for c in free if _same(corpus, c)), None)
+        if moved is not None:
+            out[corpus["name"]] = moved["name"]
+            free.remove(moved)
+    return out
+
+
 def mixture_changes(saved: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
-    """What differs between two mixture descriptions, corpus by corpus, by name."""
+    """What differs between two mixture descriptions, corpus by corpus. Corpora pair up by name, or by
+    content when one moved (match_corpora), so a moved corpus is no change and a changed one is named."""
     out = []
     if saved.get("seed") != ours.get("seed"):
         out.append(f"seed {saved.get('seed')} became {ours.get('seed')}")
     before = {c["name"]: c for c in saved.get("corpora", [])}
     after = {c["name"]: c for c in ours.get("corpora", [])}
-    out += [f"corpus {n!r} was dropped" for n in before if n not in after]
-    out += [f"corpus {n!r} was added" for n in after if n not in before]
-    for name in before.keys() & after.keys():
-        for field in ("weight", "offset", "source"):
-            if describe(before[name][field]) != describe(after[name][field]):
-                out.append(f"corpus {name!r} {field} {before[name][field]} became {after[name][field]}")
-    if not out and [c["name"] for c in saved.get("corpora", [])] != [c["name"] for c in ours.get("corpora", [])]:
+    pairs = match_corpora(saved, ours)
+    out += [f"corpus {n!r} was dropped" for n in before if n not in pairs]
+    out += [f"corpus {n!r} was added" for n in after if n not in pairs.values()]
+    for old, new in pairs.items():
+        for field in _CONTENT:
+            if describe(before[old][field]) != describe(after[new][field]):
+                out.append(f"corpus {old!r} {field} {before[old][field]} became {after[new][field]}")
+    order = [pairs.get(c["name"]) for c in saved.get("corpora", [])]
+    if not out and order != [c["name"] for c in ours.get("corpora", [])]:
         out.append("the corpora are listed in another order")
     return sorted(out)
 

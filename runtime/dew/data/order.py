@@ -78,6 +78,8 @@ class Order(Protocol):
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None: ...
 
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]: ...
+
     def record_tokens(self, ks: np.ndarray) -> dict[str, int]: ...
 
 
@@ -95,6 +97,10 @@ class BaseOrder:
                 f"  saved:  {describe(saved)}\n  stream: {describe(ours)}\n"
                 "resume with the data the checkpoint was written with, or start the data afresh"
             )
+
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
+        """The saved description's corpus names → this order's, where a corpus now lies elsewhere."""
+        return {}
 
     def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
         """Real tokens (padding excluded) that global records `ks` hold, per corpus; {} where uncounted."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dew.data import validate
-from dew.data.mixture import Corpus, MixtureOrder, mixture_changes
+from dew.data.mixture import Corpus, MixtureOrder, match_corpora, mixture_changes
 from dew.data.order import BaseOrder
 
 
@@ -114,6 +114,18 @@ class PhasedOrder(BaseOrder):
         for p in np.unique(phase).tolist():
             for name, count in self.orders[p].record_tokens(ks[phase == p] - self.bounds[p]).items():
                 out[name] = out.get(name, 0) + count
+        return out
+
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
+        if saved.get("order") == "mixture":
+            saved_phases = [{"reads": saved}]
+        elif saved.get("order") == "phased":
+            saved_phases = list(saved.get("phases", []))
+        else:
+            return {}
+        out: dict[str, str] = {}
+        for before, ours in zip(saved_phases, self.describe()["phases"], strict=False):
+            out.update(match_corpora(before["reads"], ours["reads"]))
         return out
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None:

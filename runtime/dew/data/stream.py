@@ -174,7 +174,9 @@ class GlobalStream:
             raise ValueError(f"saved position at step {step} is past the end of this {self.steps}-step pass")
         self._release()
         self._next_step = self._counted_step = step
-        self._tokens = {str(name): int(count) for name, count in saved.tokens.items()}
+        # A corpus that moved (another path, bucket or mount) keeps its counter under its new name.
+        renamed = self.order.renamed_corpora(saved.reads)
+        self._tokens = {renamed.get(str(name), str(name)): int(count) for name, count in saved.tokens.items()}
 
     def _release(self) -> None:
         if self._iterator is not None:
