@@ -175,3 +175,22 @@ def test_partition_fields_are_checked() -> None:
         DataPartition(readers=2, reader=2)
     with pytest.raises(ValueError, match="count must be at least 1"):
         DataPartition(count=0)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"reads": None}, "data position reads must be a JSON object, got NoneType"),
+        ({"tokens": "abc"}, "data position tokens must be a JSON object, got str"),
+        ({"tokens": {"c": "x"}}, r"data position tokens\['c'\] must be a non-negative int"),
+        ({"records": True}, "data position records must be a non-negative int"),
+        ({"kind": "dew.share/1", "index": 2, "count": 2, "state": {}}, "index 2 is not below its count 2"),
+        ({"kind": "dew.share/1", "index": 0, "count": 1, "state": []}, "data position state must be a JSON object"),
+    ],
+)
+def test_a_malformed_position_is_refused_by_field(change, message) -> None:
+    from dew.data import position
+
+    state = {"kind": position.GLOBAL, "records": 4, "reads": {"order": "x"}, "tokens": {}, **change}
+    with pytest.raises(ValueError, match=message):
+        position.parse(state)

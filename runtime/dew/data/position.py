@@ -53,20 +53,37 @@ class SharePosition:
 
 
 def parse(state: Mapping[str, Any]) -> GlobalPosition | SharePosition:
-    """Which kind of position `state` is, refusing anything that is neither."""
+    """Which kind of position `state` is, refusing anything that is neither, and any field of the wrong
+    shape by name, so a damaged checkpoint fails where it is read rather than deep inside a stream."""
     if not isinstance(state, Mapping):
         raise TypeError(f"a data position is a mapping, got {type(state).__name__}")
     kind = state.get("kind")
     try:
         if kind == GLOBAL:
-            records = state["records"]
-            validate.non_negative_int("records", records)
-            return GlobalPosition(records=records, reads=state["reads"], tokens=state.get("tokens", {}))
+            records, reads, tokens = state["records"], state["reads"], state.get("tokens", {})
+            validate.non_negative_int("data position records", records)
+            _mapping("reads", reads)
+            _mapping("tokens", tokens)
+            for name, count in tokens.items():
+                validate.non_negative_int(f"data position tokens[{name!r}]", count)
+            return GlobalPosition(records=records, reads=reads, tokens=tokens)
         if kind == SHARE:
-            return SharePosition(index=state["index"], count=state["count"], reads=state["reads"], state=state["state"])
+            index, count, reads, grain_state = state["index"], state["count"], state["reads"], state["state"]
+            validate.non_negative_int("data position index", index)
+            validate.positive_int("data position count", count)
+            if index >= count:
+                raise ValueError(f"data position index {index} is not below its count {count}")
+            _mapping("reads", reads)
+            _mapping("state", grain_state)
+            return SharePosition(index=index, count=count, reads=reads, state=grain_state)
     except KeyError as missing:
         raise ValueError(f"data position of kind {kind!r} lacks the field {missing}") from None
     raise ValueError(f"not a dew data position: kind={kind!r} (expected {GLOBAL!r} or {SHARE!r})")
+
+
+def _mapping(field: str, value: Any) -> None:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"data position {field} must be a JSON object, got {type(value).__name__} {value!r:.60}")
 
 
 def describe(reads: Mapping[str, Any]) -> str:
