@@ -154,3 +154,10 @@ def test_a_source_pickles_as_its_directory(prepared: Path) -> None:
     again = pickle.loads(blob)
     assert again._source is None and again[3]["n"] == first["n"]
     assert again.describe() == source.describe()
+
+
+def test_records_beyond_the_split_are_refused_at_load(prepared: Path) -> None:
+    size = small(prepared).load(batch=4).records
+    assert small(prepared, records=size).load(batch=4).records == size
+    with pytest.raises(ValueError, match=f"records={size + 1} is more than the {size} records"):
+        small(prepared, records=size + 1).load(batch=4)

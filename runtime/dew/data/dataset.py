@@ -150,6 +150,11 @@ def global_dataset(
     `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
     `val_batches` bounds the validation pass, None reading every whole batch of it.
     """
+    if records is not None and train is not None and records > len(train):
+        raise ValueError(
+            f"records={records} is more than the {len(train)} records the training split holds: a pass over "
+            "it would count records that do not exist; leave records unset to use the split's own length"
+        )
     train_order = order if order is not None else ShuffledEpochs(train, seed)
     val_reader = None
     if val is not None and len(val) and val_batches != 0:
