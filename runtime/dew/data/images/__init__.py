@@ -1,0 +1,9 @@
+"""Captioned images: the pixel rules every image path shares, and the packed-dict record they are stored in.
+
+`pack_dict_of_byte_arrays` and `unpack_dict_of_byte_arrays` are the runtime's one record codec
+(dew.data.codec), named here too because image records are where most callers meet them.
+"""
+
+from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
+
+__all__ = ["pack_dict_of_byte_arrays", "unpack_dict_of_byte_arrays"]

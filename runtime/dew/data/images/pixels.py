@@ -1,0 +1,194 @@
+"""The pixels of one image: decode to RGB, check, resize, crop and encode.
+
+Every image path of dew goes through these few functions (the image-shard job, url ingest, the image
+readers), so an image is dropped for the same reasons and resized the same way wherever it is read.
+
+- decode: Pillow, because it refuses what other decoders hand back half-drawn (a truncated JPEG decodes
+  under OpenCV with a grey bottom and a warning). The header is read first, so an image whose pixel count
+  is a decompression bomb, or whose sides already fail the rules, is dropped before any pixel is decoded.
+  Given the size a caller will resize to, a JPEG is decoded at the smallest DCT scale that still covers
+  it (Pillow's draft mode), which makes a large photograph several times cheaper to read.
+- to RGB: grey, palette, CMYK and 16-bit images are converted (16-bit scaled to 8, not clipped); alpha is
+  composited onto white, since transparent pixels hold arbitrary colours a model must not learn.
+- resize: OpenCV, INTER_AREA to shrink and INTER_LANCZOS4 to enlarge (img2dataset's choice); the shorter
+  side is scaled to the size, and a crop (centred, or at a given offset for augmentation) makes it square.
+- encode: OpenCV's JPEG/PNG/WebP encoders, deterministic for a given library build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+from typing import Any
+
+import numpy as np
+
+from dew.data.extras import require
+
+# Why an image is dropped; every image path counts its drops under these names.
+UNDECODABLE = "undecodable"
+TRUNCATED = "truncated"
+NOT_RGB = "not_rgb"
+TOO_SMALL = "too_small"
+BAD_ASPECT = "bad_aspect"
+FLAT_COLOUR = "flat_colour"
+TOO_MANY_PIXELS = "too_many_pixels"
+REASONS = (UNDECODABLE, TRUNCATED, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
+
+ENCODINGS = ("jpeg", "png", "webp")
+# Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
+MAX_PIXELS = 89_478_485
+
+
+class ImageRejected(ValueError):
+    """An image dropped for `reason` (one of REASONS); the message says what was found."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageRules:
+    """What an image must be to be kept. The defaults are the filters FlaxDiff's corpora were built
+    with: the shorter side at least 128 px, sides within 2.4 of each other, not one flat colour."""
+
+    min_size: int = 128
+    max_aspect: float = 2.4
+    min_std: float = 1e-5
+    max_pixels: int = MAX_PIXELS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.min_size, int) or self.min_size < 0:
+            raise ValueError(f"ImageRules.min_size must be a non-negative int, got {self.min_size!r}")
+        if not self.max_aspect >= 1:
+            raise ValueError(f"ImageRules.max_aspect must be at least 1, got {self.max_aspect!r}")
+        if not self.min_std >= 0:
+            raise ValueError(f"ImageRules.min_std must be non-negative, got {self.min_std!r}")
+        if not isinstance(self.max_pixels, int) or self.max_pixels < 1:
+            raise ValueError(f"ImageRules.max_pixels must be a positive int, got {self.max_pixels!r}")
+
+    def check_sides(self, width: int, height: int) -> None:
+        """Drops an image by its header's sides, before anything is decoded."""
+        if width * height > self.max_pixels:
+            raise ImageRejected(TOO_MANY_PIXELS, f"{width} × {height} is over {self.max_pixels} pixels")
+        if min(width, height) < self.min_size:
+            raise ImageRejected(TOO_SMALL, f"{width} × {height} has a side under {self.min_size} px")
+        if max(width, height) > self.max_aspect * min(width, height):
+            raise ImageRejected(BAD_ASPECT, f"{width} × {height} is longer than {self.max_aspect}:1")
+
+    def check_pixels(self, pixels: np.ndarray) -> None:
+        """Drops an image of one flat colour."""
+        if float(pixels.std()) < self.min_std:
+            raise ImageRejected(FLAT_COLOUR, f"every pixel is {pixels.reshape(-1, 3)[0].tolist()}")
+
+
+# Everything is kept but what cannot be decoded: for readers of shards a job has already filtered.
+NO_RULES = ImageRules(min_size=0, max_aspect=float("inf"), min_std=0.0)
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from the header alone."""
+    return _open(data).size
+
+
+def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None) -> np.ndarray:
+    """The image in `data` as uint8 RGB [height, width, 3], or ImageRejected with the reason.
+
+    `size` is the shorter side the caller will scale to: a JPEG is then decoded no larger than needed
+    to cover it (both sides stay at least `size`, so the result resizes exactly as the full image would
+    up to the decoder's rounding).
+    """
+    image = _open(data)
+    rules.check_sides(*image.size)
+    if size is not None and image.format == "JPEG":
+        image.draft("RGB", (size, size))
+    try:
+        image.load()
+    except OSError as error:
+        reason = TRUNCATED if "truncated" in str(error) or "broken" in str(error) else UNDECODABLE
+        raise ImageRejected(reason, str(error)) from None
+    except (SyntaxError, ValueError, EOFError) as error:
+        raise ImageRejected(UNDECODABLE, str(error)) from None
+    pixels = _rgb(image)
+    rules.check_pixels(pixels)
+    return pixels
+
+
+def _open(data: bytes) -> Any:
+    pil = require("PIL.Image", for_what="decoding images")
+    if not data:
+        raise ImageRejected(UNDECODABLE, "no bytes")
+    try:
+        with warnings.catch_warnings():
+            # The rules judge the pixel count from the header themselves; Pillow's warning would only repeat it.
+            warnings.simplefilter("ignore", pil.DecompressionBombWarning)
+            return pil.open(io.BytesIO(data))
+    except pil.DecompressionBombError as error:
+        raise ImageRejected(TOO_MANY_PIXELS, str(error)) from None
+    except (OSError, SyntaxError, ValueError) as error:
+        raise ImageRejected(UNDECODABLE, str(error)) from None
+
+
+def _rgb(image: Any) -> np.ndarray:
+    mode = image.mode
+    if mode in ("I;16", "I;16L", "I;16B", "I"):
+        # 16-bit (Pillow opens 16-bit greyscale PNGs as "I"): scale to 8 bits; convert("L") would clip.
+        grey = np.asarray(image).astype(np.uint32)
+        grey = (grey >> 8) if grey.max(initial=0) > 255 else grey
+        return np.repeat(grey.astype(np.uint8)[..., None], 3, axis=2)
+    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in image.info):
+        rgba = np.asarray(image.convert("RGBA")).astype(np.float32)
+        alpha = rgba[..., 3:] / 255.0
+        return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
+    if mode in ("RGB", "L", "1", "P", "CMYK", "YCbCr", "LAB", "HSV"):
+        return np.ascontiguousarray(np.asarray(image.convert("RGB")))
+    raise ImageRejected(NOT_RGB, f"mode {mode!r} has no RGB reading")
+
+
+def scale_shorter_side(pixels: np.ndarray, size: int) -> np.ndarray:
+    """`pixels` scaled so its shorter side is `size`, keeping the aspect (longer side rounded, at least size)."""
+    cv2 = require("cv2", for_what="resizing images")
+    height, width = pixels.shape[:2]
+    scale = size / min(height, width)
+    if scale == 1:
+        return pixels
+    target = (max(size, round(width * scale)), max(size, round(height * scale)))
+    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LANCZOS4
+    return cv2.resize(pixels, target, interpolation=interpolation)
+
+
+def crop(pixels: np.ndarray, size: int, *, top: int | None = None, left: int | None = None) -> np.ndarray:
+    """The size × size square at (top, left), centred where an offset is None."""
+    height, width = pixels.shape[:2]
+    if height < size or width < size:
+        raise ValueError(f"a {width} × {height} image has no {size} × {size} square")
+    top = (height - size) // 2 if top is None else top
+    left = (width - size) // 2 if left is None else left
+    if not (0 <= top <= height - size and 0 <= left <= width - size):
+        raise ValueError(f"a {size} × {size} square at ({top}, {left}) leaves the {width} × {height} image")
+    return pixels[top : top + size, left : left + size]
+
+
+def square(pixels: np.ndarray, size: int) -> np.ndarray:
+    """The CLIP-style square: the shorter side scaled to `size`, the centre cropped."""
+    return np.ascontiguousarray(crop(scale_shorter_side(pixels, size), size))
+
+
+def encode(pixels: np.ndarray, encoding: str, quality: int = 95) -> bytes:
+    """uint8 RGB pixels as a JPEG, PNG or WebP file's bytes."""
+    cv2 = require("cv2", for_what="encoding images")
+    if encoding not in ENCODINGS:
+        raise ValueError(f"image encoding {encoding!r} is not one of {ENCODINGS}")
+    if not 1 <= quality <= 100:
+        raise ValueError(f"image quality must be in 1..100, got {quality}")
+    params = {
+        "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality],
+        "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],
+        "png": [cv2.IMWRITE_PNG_COMPRESSION, 3],
+    }[encoding]
+    ok, data = cv2.imencode(f".{encoding}", np.ascontiguousarray(pixels[..., ::-1]), params)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {pixels.shape} image as {encoding}")
+    return data.tobytes()

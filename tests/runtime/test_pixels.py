@@ -1,0 +1,109 @@
+"""The pixel rules every image path shares, on real photographs and on every kind of bad image."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from dew.data.images import pixels
+from dew.data.images.pixels import ImageRejected, ImageRules
+
+pytest.importorskip("cv2")
+Image = pytest.importorskip("PIL.Image")
+data = pytest.importorskip("skimage.data")
+
+
+def encoded(array: np.ndarray, fmt: str, **options) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def reason(raw: bytes, rules: ImageRules = pixels.NO_RULES) -> str:
+    with pytest.raises(ImageRejected) as error:
+        pixels.decode(raw, rules=rules)
+    return error.value.reason
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "WEBP"])
+def test_lossless_files_decode_to_their_exact_pixels(fmt) -> None:
+    photo = data.astronaut()
+    options = {"lossless": True} if fmt == "WEBP" else {}
+    np.testing.assert_array_equal(pixels.decode(encoded(photo, fmt, **options)), photo)
+
+
+def test_a_jpeg_decodes_close_to_its_pixels_and_draft_decoding_still_covers_the_size() -> None:
+    photo = data.chelsea()  # 300 × 451
+    raw = encoded(photo, "JPEG", quality=95)
+    full = pixels.decode(raw)
+    assert full.shape == photo.shape and np.abs(full.astype(int) - photo).mean() < 3
+    small = pixels.decode(raw, size=100)
+    assert min(small.shape[:2]) >= 100 and small.shape[0] < photo.shape[0]
+    a, b = pixels.square(full, 100).astype(int), pixels.square(small, 100).astype(int)
+    assert np.abs(a - b).mean() < 4  # the same picture, read more cheaply
+
+
+def test_every_mode_becomes_rgb() -> None:
+    grey = data.camera()
+    assert (pixels.decode(encoded(grey, "PNG"))[..., 1] == grey).all()
+    rgba = np.dstack([data.astronaut(), np.full(grey.shape, 255, np.uint8)])
+    rgba[:10, :10, 3] = 0  # transparent corner: composited onto white
+    out = pixels.decode(encoded(rgba, "PNG"))
+    assert (out[:10, :10] == 255).all() and (out[20:, 20:] == data.astronaut()[20:, 20:]).all()
+    cmyk = io.BytesIO()
+    Image.fromarray(data.coffee()).convert("CMYK").save(cmyk, format="JPEG", quality=95)
+    assert np.abs(pixels.decode(cmyk.getvalue()).astype(int) - data.coffee()).mean() < 8
+    deep = (grey.astype(np.uint16) * 257)
+    sixteen = io.BytesIO()
+    Image.fromarray(deep).save(sixteen, format="PNG")
+    np.testing.assert_array_equal(pixels.decode(sixteen.getvalue())[..., 0], grey)
+
+
+def test_broken_files_are_dropped_by_reason() -> None:
+    jpeg = encoded(data.astronaut(), "JPEG")
+    assert reason(b"") == pixels.UNDECODABLE
+    assert reason(b"<html><body>not found</body></html>") == pixels.UNDECODABLE
+    assert reason(jpeg[: len(jpeg) // 2]) == pixels.TRUNCATED
+    png = encoded(data.astronaut(), "PNG")
+    assert reason(png[: len(png) // 2]) in (pixels.TRUNCATED, pixels.UNDECODABLE)
+
+
+def test_the_rules_drop_by_header_before_decoding_and_by_pixels_after() -> None:
+    rules = ImageRules()
+    assert reason(encoded(data.astronaut()[:100], "PNG"), rules) == pixels.TOO_SMALL
+    assert reason(encoded(np.zeros((130, 400, 3), np.uint8) + 9, "PNG"), rules) == pixels.BAD_ASPECT
+    assert reason(encoded(np.full((200, 200, 3), 77, np.uint8), "PNG"), rules) == pixels.FLAT_COLOUR
+    assert reason(encoded(data.astronaut(), "PNG"), ImageRules(max_pixels=512 * 511)) == pixels.TOO_MANY_PIXELS
+
+
+def test_a_decompression_bomb_is_dropped_from_its_header() -> None:
+    bomb = io.BytesIO()
+    Image.new("1", (10_000, 10_000)).save(bomb, format="PNG")  # 100 megapixels in a few kilobytes
+    assert len(bomb.getvalue()) < 100_000
+    assert reason(bomb.getvalue(), ImageRules()) == pixels.TOO_MANY_PIXELS
+
+
+def test_square_scales_the_shorter_side_and_crops_the_centre() -> None:
+    photo = data.chelsea()  # 300 × 451
+    out = pixels.square(photo, 64)
+    assert out.shape == (64, 64, 3) and out.dtype == np.uint8
+    up = pixels.square(photo[:100, :150], 128)  # enlarging
+    assert up.shape == (128, 128, 3)
+    scaled = pixels.scale_shorter_side(photo, 64)
+    assert scaled.shape == (64, 96, 3)
+    assert (pixels.crop(scaled, 64, left=0) == scaled[:, :64]).all()
+    with pytest.raises(ValueError, match="leaves"):
+        pixels.crop(scaled, 64, left=40)
+
+
+@pytest.mark.parametrize("encoding", pixels.ENCODINGS)
+def test_encoding_round_trips_and_is_deterministic(encoding) -> None:
+    photo = pixels.square(data.astronaut(), 96)
+    raw = pixels.encode(photo, encoding, quality=90)
+    assert raw == pixels.encode(photo, encoding, quality=90)
+    back = pixels.decode(raw)
+    assert back.shape == photo.shape
+    if encoding == "png":
+        np.testing.assert_array_equal(back, photo)
