@@ -120,6 +120,10 @@ class ImagesSection(Section):
     encoding is how the image bytes are stored; resize says what the writer did to the pixels (`keep`
     them, scale the `shorter_side` to size, or scale and `center_crop` to size × size); fields names
     every field of a record, `image` and `caption` always among them.
+
+    Captions tokenized offline (the caption-tokenize job) add `input_ids` and `attention_mask` to every
+    record, each caption_length little-endian int32 values, written by the tokenizer named here (its
+    name and the hash of its files), so a reader knows which text encoder the ids are for.
     """
 
     KIND: ClassVar[str] = "images"
@@ -129,8 +133,17 @@ class ImagesSection(Section):
     resize: str = "keep"
     size: int | None = None
     fields: tuple[str, ...] = ("image", "caption")
+    caption_tokenizer: str | None = None
+    caption_tokenizer_hash: str | None = None
+    caption_length: int | None = None
 
     def __post_init__(self) -> None:
+        tokenized = (self.caption_tokenizer, self.caption_tokenizer_hash, self.caption_length)
+        if any(v is None for v in tokenized) and any(v is not None for v in tokenized):
+            raise ValueError("images caption_tokenizer, caption_tokenizer_hash and caption_length are set together")
+        if self.caption_length is not None:
+            _positive("images", caption_length=self.caption_length)
+            _fields("images", self.fields, ("input_ids", "attention_mask"))
         if self.encoding not in IMAGE_ENCODINGS:
             raise ValueError(f"images encoding {self.encoding!r} must be one of {IMAGE_ENCODINGS}")
         if self.resize not in RESIZE_POLICIES:
