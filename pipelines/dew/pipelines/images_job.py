@@ -1,0 +1,118 @@
+"""dew-preprocess images: image folders, image rows or a saved HF dataset → a committed images directory.
+
+    dew-preprocess images --input photos/ --output images/ --caption_template 'a photo of a {label}' \\
+        --resize center_crop --size 256 --encoding jpeg --val_fraction 0.01
+
+Unclaimed flags go to Beam, so the same command runs on Dataflow with
+`--runner DataflowRunner --project P --region R --temp_location gs://B/tmp` and gs:// paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.images import pixels
+from dew.pipelines import common
+from dew.preprocess import commit
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.files import manifest_fingerprint
+from dew.preprocess.image_reading import ImageReadOptions
+from dew.preprocess.image_sources import Source, find_sources
+from dew.preprocess.images import ImagesPlan, WriteImages
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dew-preprocess images", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        help="an ImageFolder directory, a save_to_disk directory, or image/.parquet/.jsonl files or globs; repeatable",
+    )
+    p.add_argument("--output", required=True, help="images directory (local or gs://)")
+    p.add_argument("--image_field", default="image", help="row column of the image: bytes, a path or an HF Image")
+    p.add_argument("--caption_field", default="caption", help="row column of the caption")
+    p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
+    p.add_argument(
+        "--caption_template", default="{label}", help="an image file's caption; {label} is its class, {stem} its name"
+    )
+    common.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
+    p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
+    p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
+    p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
+    p.add_argument("--resize", default="center_crop", choices=("keep", "shorter_side", "center_crop"), help="resize")
+    p.add_argument("--size", type=int, default=256, help="the shorter side, or the square's side, in pixels")
+    p.add_argument("--encoding", default="jpeg", choices=pixels.ENCODINGS, help="how images are stored")
+    p.add_argument("--quality", type=int, default=95, help="JPEG and WebP quality, 1..100")
+    p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
+    p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
+    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
+    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
+    common.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
+    common.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
+    """The plan, its identity and the numbered sources, all decided on the launcher."""
+    sources, manifest = find_sources(args.input)
+    unlabelled = any(source.kind == "image" and source.label is None for source in sources)
+    if unlabelled and not args.caption_sidecar and "{label}" in args.caption_template:
+        raise ValueError(
+            "images outside an ImageFolder tree have no {label} for --caption_template; "
+            "give another template or --caption_sidecar"
+        )
+    extras = (*sources[0].extras, *args.extra_field)
+    plan = ImagesPlan(
+        output=args.output.rstrip("/"),
+        read=ImageReadOptions(
+            image_field=args.image_field,
+            caption_field=args.caption_field,
+            extra_fields=tuple(args.extra_field),
+            caption_template=args.caption_template,
+            sidecar=args.caption_sidecar,
+        ),
+        extras=extras,
+        rules=pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
+        resize=args.resize,
+        size=None if args.resize == "keep" else args.size,
+        encoding=args.encoding,
+        quality=args.quality,
+        ext=args.format,
+        val_fraction=args.val_fraction,
+        shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+        num_shards=args.num_shards,
+        dedupe=args.dedupe,
+    )
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(manifest)), sources
+
+
+def build(pipeline: beam.Pipeline, plan: ImagesPlan, identity: JobIdentity, sources: Sequence[Source]) -> Any:
+    return pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> WriteImages(plan, identity)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    common.configure_logging()
+    args, rest = parser().parse_known_args(argv)
+    options = common.pipeline_options(rest)
+    plan, identity, sources = plan_from(args)
+    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
+        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
+        return {}
+    pipeline = common.make_pipeline(options)
+    build(pipeline, plan, identity, sources)
+    _, found, seconds = common.run(pipeline)
+    if seconds:
+        print(f"  images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock", file=sys.stderr)
+    print(f"committed {plan.output}", file=sys.stderr)
+    return found
+
+
+if __name__ == "__main__":
+    main()

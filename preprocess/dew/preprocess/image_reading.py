@@ -1,0 +1,248 @@
+"""ReadImages: Sources → undecoded images with their other fields, keyed by (file index, row).
+
+Nothing is decoded here: an image travels as the bytes it was stored as (a file's bytes, a parquet or
+Arrow binary cell, the `bytes` of an HF `Image` struct, never a PIL image re-encoded), and its caption
+and extra fields as UTF-8 bytes in the order the record will hold them. A row that names its image by
+path (relative to the row file's directory, or absolute, or gs://) is read from there.
+
+Bad input is counted by reason, as the text reader does (dew.preprocess.documents): a row without an
+image, caption or extra field is `missing_field`, a caption that is not UTF-8 `invalid_utf8`, a jsonl
+line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`; a row file that
+breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
+`corrupt_input`. Each Source's tally travels as a second output, so the job can balance its books.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import gzip
+import io
+import json
+import posixpath
+import zlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.extras import require
+from dew.preprocess import files
+from dew.preprocess.documents import (
+    CORRUPT_INPUT,
+    DAMAGED,
+    INVALID_UTF8,
+    MALFORMED_JSON,
+    MISSING_FIELD,
+    NAMESPACE,
+    STATS_TAG,
+    TRUNCATED_INPUT,
+)
+from dew.preprocess.image_sources import LABEL, Source
+
+MISSING_IMAGE = "missing_image"
+ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
+FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP)
+# Rows of a saved HF dataset taken from Arrow at once.
+_HF_ROWS = 256
+Fields = dict[str, bytes]
+Reason = str | None
+
+
+class _Damaged(Exception):
+    def __init__(self, reason: str, detail: str, lost: int = 1) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.lost = lost
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageReadOptions:
+    """How inputs become (image, caption, extras).
+
+    image_field / caption_field: the row column or key of the image and caption (rows and HF inputs).
+    extra_fields: more row columns passed through to every record, as UTF-8 text (raw bytes stay bytes).
+    caption_template: an image file's caption, with {label} (its class directory) and {stem} filled in.
+    sidecar: an image file's caption is the text of `<stem>.txt` beside it instead; without one it is dropped.
+    """
+
+    image_field: str = "image"
+    caption_field: str = "caption"
+    extra_fields: tuple[str, ...] = ()
+    caption_template: str = "{label}"
+    sidecar: bool = False
+
+    def __post_init__(self) -> None:
+        named = (self.image_field, self.caption_field, *self.extra_fields)
+        if not all(named) or len(set(named)) != len(named):
+            raise ValueError(f"image, caption and extra fields must be distinct non-empty names, got {list(named)}")
+        if LABEL in self.extra_fields:
+            raise ValueError(f"{LABEL!r} is the ImageFolder class field; name the row column otherwise")
+
+
+def _utf8(value: Any) -> tuple[bytes | None, Reason]:
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, INVALID_UTF8
+        return value, None
+    if value is None:
+        return None, MISSING_FIELD
+    try:
+        return str(value).encode("utf-8"), None
+    except UnicodeEncodeError:  # lone surrogates from a JSON "\ud800" escape
+        return None, INVALID_UTF8
+
+
+class _ReadSource(beam.DoFn):
+    def __init__(self, options: ImageReadOptions) -> None:
+        self.options = options
+        self.counters: dict[str, Any] = {}
+
+    def setup(self) -> None:
+        names = ("images_in", *ROW_REASONS, *FILE_REASONS)
+        self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
+
+    def process(self, source: Source) -> Iterator[Any]:
+        tally: collections.Counter[str] = collections.Counter()
+        damaged: list[dict[str, Any]] = []
+        try:
+            for row, image, fields, reason in self._rows(source):
+                tally["images_in"] += 1
+                if reason is None:
+                    yield (source.index, row), (image, fields, source.draw(row))
+                else:
+                    tally[reason] += 1
+        except _Damaged as damage:
+            tally["images_in"] += damage.lost
+            tally[damage.reason] += damage.lost
+            damaged.append({"path": source.path, "reason": damage.reason, "error": str(damage)})
+        for name, value in tally.items():
+            self.counters[name].inc(value)
+        yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged})
+
+    def _rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
+        if problem := files.link_problem(source.path):
+            raise _Damaged(problem, "the symlink leads to no file")
+        if source.kind == "image":
+            yield (0, *self._image_file(source))
+        elif source.kind == "hf":
+            yield from self._hf_rows(source)
+        else:
+            base = posixpath.dirname(source.path)
+            rows = self._parquet_rows(source) if source.kind == "parquet" else self._jsonl_rows(source)
+            for row, values, reason in rows:
+                yield (row, *self._row(values, base)) if reason is None else (row, None, {}, reason)
+
+    def _image_file(self, source: Source) -> tuple[bytes | None, Fields, Reason]:
+        stem = posixpath.splitext(posixpath.basename(source.path))[0]
+        if self.options.sidecar:
+            sidecar = posixpath.join(posixpath.dirname(source.path), f"{stem}.txt")
+            if not files.exists(sidecar):
+                return None, {}, MISSING_FIELD
+            caption, reason = _utf8(files.read_bytes(sidecar).strip())
+        else:
+            caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
+        if reason is not None:
+            return None, {}, reason
+        fields = {"caption": caption, **({LABEL: source.label.encode()} if source.label is not None else {})}
+        return files.read_bytes(source.path), fields, None
+
+    def _row(self, values: Mapping[str, Any], base: str) -> tuple[bytes | None, Fields, Reason]:
+        options = self.options
+        fields: Fields = {}
+        for name, column in (("caption", options.caption_field), *((f, f) for f in options.extra_fields)):
+            value, reason = _utf8(values.get(column))
+            if reason is not None:
+                return None, {}, reason
+            fields[name] = value
+        image = values.get(options.image_field)
+        if isinstance(image, dict):  # an HF Image struct: its bytes when stored, else its path
+            image = image.get("bytes") or image.get("path")
+        if isinstance(image, str) and image:
+            path = image if "://" in image or posixpath.isabs(image) else posixpath.join(base, image)
+            if not files.exists(path):
+                return None, {}, MISSING_IMAGE
+            image = files.read_bytes(path)
+        if not isinstance(image, bytes):
+            return None, {}, MISSING_FIELD
+        return image, fields, None
+
+    def _columns(self) -> list[str]:
+        return [self.options.image_field, self.options.caption_field, *self.options.extra_fields]
+
+    def _jsonl_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
+        with files.open_read(source.path) as raw:
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
+            try:
+                for row, line in enumerate(stream):
+                    try:
+                        values = json.loads(line.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        yield row, {}, INVALID_UTF8
+                    except ValueError:
+                        yield row, {}, MALFORMED_JSON
+                    else:
+                        yield (row, values, None) if isinstance(values, dict) else (row, {}, MALFORMED_JSON)
+            except EOFError as error:
+                raise _Damaged(TRUNCATED_INPUT, f"gzip: {error}") from error
+            except (gzip.BadGzipFile, zlib.error) as error:
+                raise _Damaged(CORRUPT_INPUT, f"gzip: {error}") from error
+
+    def _parquet_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
+        pa = require("pyarrow", for_what="reading parquet rows")
+        pq = require("pyarrow.parquet", for_what="reading parquet rows")
+        with files.open_read(source.path) as raw:
+            try:
+                table = pq.ParquetFile(raw)
+            except (pa.ArrowException, OSError) as error:
+                # The footer is written last: a file that starts as parquet but lacks it was cut short.
+                raw.seek(0)
+                reason = TRUNCATED_INPUT if raw.read(4) == b"PAR1" else CORRUPT_INPUT
+                raise _Damaged(reason, f"parquet: {error}") from error
+            columns = [c for c in self._columns() if c in table.schema_arrow.names]
+            row, rows = 0, table.metadata.num_rows
+            try:
+                for group in range(table.num_row_groups):
+                    for batch in table.iter_batches(columns=columns, batch_size=64, row_groups=[group]):
+                        for values in batch.to_pylist():
+                            yield row, values, None
+                            row += 1
+            except (pa.ArrowException, OSError) as error:
+                raise _Damaged(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
+
+    def _hf_rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
+        datasets = require("datasets", for_what="reading a saved Hugging Face dataset")
+        try:
+            dataset = datasets.load_from_disk(source.path)
+        except (OSError, ValueError) as error:
+            raise _Damaged(CORRUPT_INPUT, f"load_from_disk: {error}") from error
+        # Arrow straight from the dataset's files: an Image column stays its stored {bytes, path} struct.
+        table = dataset.with_format("arrow")
+        columns = [c for c in self._columns() if c in dataset.column_names]
+        for start in range(0, len(dataset), _HF_ROWS):
+            chunk = table[start : start + _HF_ROWS].select(columns)
+            for offset, values in enumerate(chunk.to_pylist()):
+                yield (start + offset, *self._row(values, source.path))
+
+
+class ReadImages(beam.PTransform):
+    (
+        """PCollection[Source] → ((file, row), (image bytes, {field: bytes}, draw)) and per-Source tallies (`stats`).
+
+    The draw is Source.draw(row): where the record goes, decided where its Source's name is known.
+    """
+        ""
+    )
+
+    def __init__(self, options: ImageReadOptions, label: str | None = None) -> None:
+        super().__init__(label)
+        self.options = options
+
+    def expand(self, sources: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return (
+            sources
+            | "SpreadSources" >> beam.Reshuffle()
+            | "ReadSource" >> beam.ParDo(_ReadSource(self.options)).with_outputs(STATS_TAG, main="images")
+        )

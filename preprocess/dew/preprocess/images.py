@@ -1,0 +1,296 @@
+"""WriteImages: Sources → a committed `dew.images/1` directory, end to end, as one PTransform.
+
+    read (undecoded) → decode, check, resize, encode, pack → (dedupe) → split → shard counts → route
+    → write shards → stats.json → meta.json
+
+Every image goes through dew.data.images.pixels, so it is dropped for the same reasons and resized the
+same way as wherever else dew reads pixels.
+
+Splits and shards come from a hash of where a record came from (its Source's name and row), drawn once
+in [0, 1): a record is `val` when its draw is under val_fraction, and within its split it goes to the
+shard its draw falls in. So a record's split never depends on the other inputs (adding images never
+moves one from train to val, which would leak it), shards fill evenly, and nothing is gathered to plan
+them but one byte total per split. The val split holds val_fraction of the records in expectation,
+not exactly.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.codec import pack_dict_of_byte_arrays, unpack_field
+from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.images import pixels
+from dew.data.sections import RESIZE_POLICIES, ImagesSection
+from dew.preprocess import commit, documents
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.documents import NAMESPACE, STATS_TAG
+from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
+from dew.preprocess.shard_files import ShardFormat
+from dew.preprocess.shards import WriteShards
+
+DUPLICATE = "duplicate"
+DROP_REASONS = (*pixels.REASONS, DUPLICATE, *ROW_REASONS, *FILE_REASONS)
+DROPS_TAG = "drops"
+TRAIN, VAL = "train", "val"
+_PROGRESS_SECONDS = 10.0
+_DRAW = float(1 << 64)
+_log = logging.getLogger(__name__)
+Key = tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImagesPlan:
+    """Everything that decides the directory's bytes, plus where it goes.
+
+    resize: keep the pixels, scale the shorter side to `size`, or scale and centre-crop to size × size.
+    extras: the fields every record holds beyond image and caption, in order.
+    shard_bytes / num_shards: each split gets ceil(its bytes / shard_bytes) shards, or train num_shards.
+    dedupe: drop every image whose encoded bytes equal those of an image with a smaller key.
+    """
+
+    output: str
+    read: ImageReadOptions = dataclasses.field(default_factory=ImageReadOptions)
+    extras: tuple[str, ...] = ()
+    rules: pixels.ImageRules = dataclasses.field(default_factory=pixels.ImageRules)
+    resize: str = "center_crop"
+    size: int | None = 256
+    encoding: str = "jpeg"
+    quality: int = 95
+    ext: str = "array_record"
+    val_fraction: float = 0.0
+    shard_bytes: int = 256 << 20
+    num_shards: int | None = None
+    dedupe: bool = False
+
+    def __post_init__(self) -> None:
+        if self.resize not in RESIZE_POLICIES:
+            raise ValueError(f"resize must be one of {RESIZE_POLICIES}, got {self.resize!r}")
+        if self.resize != "keep" and not (isinstance(self.size, int) and self.size > 0):
+            raise ValueError(f"--resize {self.resize} needs a positive --size, got {self.size!r}")
+        if self.ext not in SHARD_EXTENSIONS or self.ext == "bin":
+            raise ValueError(f"image shards are array_record or parquet, not {self.ext!r}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
+            raise ValueError("shard_bytes and num_shards must be positive")
+        self.section()  # an encoding or field list the contract refuses is a usage error, now
+
+    def section(self) -> ImagesSection:
+        return ImagesSection(
+            encoding=self.encoding,
+            resize=self.resize,
+            size=None if self.resize == "keep" else self.size,
+            fields=("image", "caption", *self.extras),
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The JSON config meta.json records: every field that changes a byte of output.
+
+        Round-tripped through JSON here, so a rerun compares it equal to the one read back from meta.json.
+        """
+        config = {
+            "job": "images",
+            **self.section().to_json(),
+            **dataclasses.asdict(self.read),
+            **dataclasses.asdict(self.rules),
+            "quality": self.quality,
+            "format": self.ext,
+            "val_fraction": self.val_fraction,
+            "shard_bytes": self.shard_bytes,
+            "num_shards": self.num_shards,
+            "dedupe": self.dedupe,
+        }
+        return json.loads(json.dumps(config))
+
+    def image_bytes(self, data: bytes) -> bytes:
+        """The stored image for input bytes `data`, or pixels.ImageRejected naming why it is dropped."""
+        size = None if self.resize == "keep" else self.size
+        image = pixels.decode(data, rules=self.rules, size=size)
+        if self.resize == "shorter_side":
+            image = pixels.scale_shorter_side(image, size)
+        elif self.resize == "center_crop":
+            image = pixels.square(image, size)
+        return pixels.encode(image, self.encoding, self.quality)
+
+
+class _Progress:
+    """Logs this worker's images/s every few seconds, so a long local run shows it is alive."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.images = 0
+
+    def add(self) -> None:
+        self.images += 1
+        now = time.monotonic()
+        if now - self.last >= _PROGRESS_SECONDS:
+            self.last = now
+            _log.warning("images: %d (%.1f/s) on this worker", self.images, self.images / (now - self.start))
+
+
+class _Encode(beam.DoFn):
+    def __init__(self, plan: ImagesPlan) -> None:
+        self.plan = plan
+
+    def setup(self) -> None:
+        self.encoded = beam.metrics.Metrics.counter(NAMESPACE, "images_encoded")
+        self.drops = {r: beam.metrics.Metrics.counter(NAMESPACE, r) for r in pixels.REASONS}
+        self.progress = _Progress()
+
+    def process(self, element: tuple[Key, tuple[bytes, dict[str, bytes], int]]) -> Iterator[Any]:
+        key, (data, fields, place) = element
+        try:
+            image = self.plan.image_bytes(data)
+        except pixels.ImageRejected as rejected:
+            self.drops[rejected.reason].inc()
+            yield beam.pvalue.TaggedOutput(DROPS_TAG, rejected.reason)
+            return
+        self.encoded.inc()
+        self.progress.add()
+        yield key, (pack_dict_of_byte_arrays({"image": image, **fields}), place)
+
+
+def _first_of_each_image(element: tuple[str, Iterable[tuple[Key, Any]]]) -> Iterator[Any]:
+    _, copies = element
+    ordered = sorted(copies, key=lambda copy: copy[0])
+    yield ordered[0]
+    for _ in ordered[1:]:
+        yield beam.pvalue.TaggedOutput(DROPS_TAG, DUPLICATE)
+
+
+def _image_digest(element: tuple[Key, tuple[bytes, int]]) -> tuple[str, tuple[Key, tuple[bytes, int]]]:
+    return hashlib.sha256(unpack_field(element[1][0], "image")).hexdigest(), element
+
+
+def split_of(place: int, val_fraction: float) -> tuple[str, float]:
+    """(split, where in the split in [0, 1)) of a record's draw."""
+    at = place / _DRAW
+    if at < val_fraction:
+        return VAL, at / val_fraction
+    return TRAIN, (at - val_fraction) / (1.0 - val_fraction)
+
+
+def _route(element: tuple[Key, tuple[bytes, int]], val_fraction: float, counts: Mapping[str, int]) -> Any:
+    key, (record, place) = element
+    split, at = split_of(place, val_fraction)
+    return (split, min(counts[split] - 1, int(at * counts[split]))), (key, record)
+
+
+def shard_counts(sizes: Iterable[tuple[str, int]], plan: ImagesPlan) -> dict[str, int]:
+    """Each split's shard count from its bytes; train and (with a val_fraction) val always get one."""
+    total = {TRAIN: 0, **({VAL: 0} if plan.val_fraction else {})}
+    total.update(sizes)
+    counts = {split: max(1, math.ceil(size / plan.shard_bytes)) for split, size in total.items()}
+    if plan.num_shards is not None:
+        counts[TRAIN] = plan.num_shards
+    return counts
+
+
+def images_stats(meta: Meta, tallies: Mapping[str, Any], drops: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    """stats.json: images in, written, dropped by reason; refuses a run whose books do not balance."""
+    dropped = {reason: int(tallies.get(reason, 0)) for reason in DROP_REASONS}
+    for reason, count in drops:
+        dropped[reason] += count
+    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    if tallies["images_in"] != written + sum(dropped.values()):
+        raise RuntimeError(
+            f"image accounting is off: {tallies['images_in']} read in, {written} written, "
+            f"{sum(dropped.values())} dropped ({dropped})"
+        )
+    return {
+        "images_in": tallies["images_in"],
+        "images_written": written,
+        "dropped": dropped,
+        "damaged_inputs": tallies[documents.DAMAGED],
+        "splits": {
+            split: {
+                "images": sum(s.records for s in shards),
+                "shards": len(shards),
+                "bytes": sum(s.bytes for s in shards),
+            }
+            for split, shards in meta.splits.items()
+        },
+        "fingerprint": meta.fingerprint(),
+    }
+
+
+def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    total: collections.Counter[str] = collections.Counter()
+    damaged: list[dict[str, Any]] = []
+    for tally in tallies:
+        damaged.extend(tally.get(documents.DAMAGED, ()))
+        total.update({name: value for name, value in tally.items() if name != documents.DAMAGED})
+    return {**total, "images_in": total["images_in"], documents.DAMAGED: sorted(damaged, key=lambda d: d["path"])}
+
+
+class WriteImages(beam.PTransform):
+    """PCollection[Source] → a committed images directory in plan.output; yields its Meta once committed."""
+
+    def __init__(self, plan: ImagesPlan, identity: JobIdentity, label: str | None = None) -> None:
+        super().__init__(label)
+        self.plan = plan
+        self.identity = identity
+
+    def expand(self, sources: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
+        read = sources | "ReadImages" >> ReadImages(plan.read)
+        encoded = read.images | "Encode" >> beam.ParDo(_Encode(plan)).with_outputs(DROPS_TAG, main="records")
+        records, drops = encoded.records, [encoded[DROPS_TAG]]
+        if plan.dedupe:
+            unique = (
+                records
+                | "ImageDigest" >> beam.Map(_image_digest)
+                | "ByImage" >> beam.GroupByKey()
+                | "FirstOfEach" >> beam.FlatMap(_first_of_each_image).with_outputs(DROPS_TAG, main="records")
+            )
+            records, drops = unique.records, [*drops, unique[DROPS_TAG]]
+        counts = beam.pvalue.AsSingleton(
+            records
+            | "SplitBytes" >> beam.Map(lambda kv: (split_of(kv[1][1], plan.val_fraction)[0], len(kv[1][0])))
+            | "BytesPerSplit" >> beam.CombinePerKey(sum)
+            | "AllSplits" >> beam.combiners.ToList()
+            | "ShardCounts" >> beam.Map(shard_counts, plan)
+        )
+        shards = (
+            records
+            | "Route" >> beam.Map(_route, plan.val_fraction, counts)
+            | "WriteShards" >> WriteShards(plan.output, ShardFormat(ext=plan.ext, section=plan.section()), counts)
+        )
+        dropped = beam.pvalue.AsList(
+            drops | "AllDrops" >> beam.Flatten() | "DropsByReason" >> beam.combiners.Count.PerElement()
+        )
+        tallies = beam.pvalue.AsList(read[STATS_TAG])
+        return (
+            shards
+            | "AllShards" >> beam.combiners.ToList()
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, dropped)
+        )
+
+
+def _commit(
+    shards: list[tuple[str, Shard]],
+    plan: ImagesPlan,
+    identity: JobIdentity,
+    counts: Mapping[str, int],
+    tallies: Iterable[Mapping[str, Any]],
+    drops: Iterable[tuple[str, int]],
+) -> Meta:
+    meta = Meta(
+        section=plan.section(),
+        splits=commit.ordered_shards(shards, counts),
+        config=dict(identity.config),
+        inputs=identity.inputs,
+    )
+    commit.commit_corpus(plan.output, meta, images_stats(meta, _merge(tallies), drops))
+    return meta
