@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dew.data import formats
@@ -111,3 +112,64 @@ def test_image_folder_to_a_committed_directory_whose_books_balance(image_folder:
     assert stats["images_in"] == stats["images_written"] + sum(stats["dropped"].values()) == found["images_in"] == 16
     assert found["images_encoded"] == 8 and found["too_small"] == 1
     assert (out / "train.pieces.npz").exists() and not (out / ".dew-tmp").exists()
+
+
+@pytest.fixture(scope="module")
+def caption_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A CLIP-shaped BPE trained here: byte-level, <bos> caption <eos>, a pad token, no stated length."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from tests.preprocess.corpora import topics
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    special = ["<unk>", "<bos>", "<eos>", "<pad>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tokenizer.train_from_iterator(topics(80), trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", special_tokens=[("<bos>", 1), ("<eos>", 2)]
+    )
+    directory = tmp_path_factory.mktemp("caption-tokenizer")
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<bos>", eos_token="<eos>", pad_token="<pad>"
+    ).save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.mark.beam
+def test_caption_tokenize_copies_images_and_adds_ids_the_tokenizer_decodes(
+    image_folder: Path, tmp_path: Path, caption_tokenizer: str
+) -> None:
+    from dew.data.text import HFTokenizer
+    from dew.pipelines import caption_tokenize_job
+
+    images = tmp_path / "images"
+    run_images(images, "--input", str(image_folder), "--size", "32", "--encoding", "png", "--val_fraction", "0.3")
+    out = tmp_path / "tokenized"
+    flags = ["--tokenizer", caption_tokenizer, "--batch_size", "3", *IN_MEMORY]
+    found = caption_tokenize_job.main(["--input", str(images), "--output", str(out), *flags])
+    tokenizer = HFTokenizer(caption_tokenizer)
+    meta = formats.read_meta(str(out), kind="images")
+    section = meta.section
+    assert section.fields == ("image", "caption", "label", "input_ids", "attention_mask")
+    assert (section.caption_tokenizer, section.caption_tokenizer_hash, section.caption_length) == (
+        caption_tokenizer,
+        tokenizer.fingerprint(),
+        77,
+    )
+    assert found["captions_tokenized"] == sum(s.records for shards in meta.splits.values() for s in shards) == 9
+    for split in meta.splits:
+        before, after = read_records(images, split), read_records(out, split)
+        assert [{k: r[k] for k in ("image", "caption", "label")} for r in after] == before
+        for record in after:
+            ids = np.frombuffer(record["input_ids"], dtype="<i4")
+            mask = np.frombuffer(record["attention_mask"], dtype="<i4")
+            assert len(ids) == len(mask) == 77
+            real = ids[mask == 1].tolist()
+            assert real[0] == tokenizer.bos_id and real[-1] == tokenizer.eos_id
+            assert tokenizer.tokenizer.decode(real, skip_special_tokens=True) == record["caption"].decode()
+            assert set(ids[mask == 0].tolist()) == {tokenizer.tokenizer.pad_token_id}

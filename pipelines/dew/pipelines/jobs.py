@@ -44,6 +44,16 @@ JOBS: tuple[Job, ...] = (
         module="dew.pipelines.plan_mixture",
         summary="corpora, weights and a token budget → windows and epochs per corpus",
     ),
+    Job(
+        name="images",
+        module="dew.pipelines.images_job",
+        summary="image folders, image rows or a saved HF dataset → committed captioned-image shards",
+    ),
+    Job(
+        name="caption-tokenize",
+        module="dew.pipelines.caption_tokenize_job",
+        summary="committed image shards + an HF tokenizer → a new directory with caption token ids",
+    ),
 )
 
 

@@ -1,0 +1,65 @@
+"""dew-preprocess caption-tokenize: a committed images directory → a new one with every caption's token ids.
+
+    dew-preprocess caption-tokenize --input images/ --output images-clip/ \\
+        --tokenizer openai/clip-vit-base-patch32 --max_length 77
+
+The images are copied through as stored, never decoded. Unclaimed flags go to Beam, as for every job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data import formats
+from dew.pipelines import common
+from dew.preprocess import commit
+from dew.preprocess.captions import TokenizeCaptions, describe, ranges
+from dew.preprocess.commit import JobIdentity
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dew-preprocess caption-tokenize", description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", action="append", required=True, help="the committed images directory (one)")
+    p.add_argument("--output", required=True, help="the new images directory (local or gs://)")
+    p.add_argument("--tokenizer", required=True, help="an HF hub name or a local tokenizer directory")
+    p.add_argument(
+        "--max_length", type=int, default=None, help="ids per caption, padded or cut; default the model's, else 77"
+    )
+    p.add_argument("--batch_size", type=int, default=256, help="captions per tokenizer call")
+    common.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    common.configure_logging()
+    args, rest = parser().parse_known_args(argv)
+    if len(args.input) != 1:
+        raise ValueError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
+    options = common.pipeline_options(rest)
+    plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
+    source = formats.read_meta(plan.input, kind="images")
+    identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())
+    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
+        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
+        return {}
+    pipeline = common.make_pipeline(options)
+    _ = (
+        pipeline
+        | "Ranges" >> beam.Create(ranges(source, plan.batch_size))
+        | "TokenizeCaptions" >> TokenizeCaptions(plan, source, identity)
+    )
+    _, found, seconds = common.run(pipeline)
+    if seconds:
+        print(f"  captions/s: {found.get('captions_tokenized', 0) / seconds:,.0f}, wall clock", file=sys.stderr)
+    print(f"committed {plan.output}", file=sys.stderr)
+    return found
+
+
+if __name__ == "__main__":
+    main()
