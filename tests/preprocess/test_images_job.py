@@ -173,3 +173,124 @@ def test_caption_tokenize_copies_images_and_adds_ids_the_tokenizer_decodes(
             assert real[0] == tokenizer.bos_id and real[-1] == tokenizer.eos_id
             assert tokenizer.tokenizer.decode(real, skip_special_tokens=True) == record["caption"].decode()
             assert set(ids[mask == 0].tolist()) == {tokenizer.tokenizer.pad_token_id}
+
+
+@pytest.mark.beam
+def test_one_or_two_workers_and_a_crash_rerun_write_the_same_bytes(image_folder: Path, tmp_path: Path) -> None:
+    flags = ("--input", str(image_folder), "--size", "48", "--num_shards", "3", "--val_fraction", "0.3", "--dedupe")
+    run_images(tmp_path / "one", *flags)
+    run_images(tmp_path / "two", *flags, runner=TWO_WORKERS)
+    assert listing(tmp_path / "one") == listing(tmp_path / "two")
+
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00001-of-00003.array_record"
+    blocker.mkdir(parents=True)  # a directory where a shard must go: writing that shard fails for real
+    with pytest.raises(Exception, match="train-00001-of-00003"):
+        run_images(crashed, *flags)
+    assert not (crashed / formats.META).exists()
+    committed = {p.name for p in crashed.iterdir() if p.is_file() and formats.parse_shard_name(p.name)}
+    blocker.rmdir()
+    found = run_images(crashed, *flags)
+    assert found.get("shards_skipped", 0) == len(committed) and found["shards_written"] == 4 - len(committed)
+    assert listing(crashed) == listing(tmp_path / "one")
+    assert run_images(crashed, *flags) == {}  # committed by this very job: nothing to do
+
+
+@pytest.mark.beam
+def test_parquet_and_jsonl_rows_with_bytes_paths_and_damage(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good, bad = good_images(), bad_images()
+    photos = tmp_path / "rows" / "photos"
+    photos.mkdir(parents=True)
+    for name in ("coins.png", "chelsea.jpg"):
+        (photos / name).write_bytes(good[name])
+    (photos / "corrupt.jpg").write_bytes(bad["corrupt.jpg"][0])
+    rows = tmp_path / "rows"
+    images = [good["astronaut.jpg"], None, good["coffee.png"]]
+    pq.write_table(
+        pa.table({"image": images, "caption": ["an astronaut", "no image", None], "source": ["a"] * 3}),
+        rows / "a.parquet",
+    )
+    structs = [
+        {"bytes": good["rocket.webp"], "path": None},
+        {"bytes": None, "path": "photos/coins.png"},
+        {"bytes": None, "path": "photos/missing.png"},
+    ]
+    pq.write_table(
+        pa.table({"image": structs, "caption": ["a rocket", "coins", "gone"], "source": ["b"] * 3}), rows / "b.parquet"
+    )
+    lines = [
+        json.dumps({"image": "photos/chelsea.jpg", "caption": "a cat", "source": "c"}),
+        "{not json",
+        json.dumps({"image": "photos/corrupt.jpg", "caption": "broken", "source": "c"}),
+    ]
+    (rows / "c.jsonl").write_text("\n".join(lines) + "\n")
+    whole = (rows / "a.parquet").read_bytes()
+    (rows / "d.parquet").write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "out"
+    flags = ("--extra_field", "source", "--format", "parquet", "--resize", "shorter_side", "--size", "48")
+    run_images(out, "--input", str(rows / "*.parquet"), "--input", str(rows / "*.jsonl"), *flags, "--encoding", "webp")
+
+    records = read_records(out)
+    assert [(r["caption"], r["source"]) for r in records] == [
+        (b"an astronaut", b"a"),
+        (b"a rocket", b"b"),
+        (b"coins", b"b"),
+        (b"a cat", b"c"),
+    ]
+    assert all(min(pixels.decode(r["image"]).shape[:2]) == 48 for r in records)
+    stats = json.loads((out / "stats.json").read_text())
+    assert {k: v for k, v in stats["dropped"].items() if v} == {
+        "missing_field": 2,
+        "missing_image": 1,
+        "malformed_json": 1,
+        "undecodable": 1,
+        "truncated_input": 1,
+    }
+    assert stats["images_in"] == 10 and [d["path"] for d in stats["damaged_inputs"]] == [str(rows / "d.parquet")]
+
+
+@pytest.mark.beam
+def test_a_saved_hf_dataset_is_read_from_arrow_without_decoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    captions = {}
+    for name, data in good_images().items():
+        (photos / name).write_bytes(data)
+        captions[str(photos / name)] = f"a photograph named {name}"
+    table = datasets.Dataset.from_dict({"image": list(captions), "text": list(captions.values())})
+    saved = tmp_path / "saved"
+    table.cast_column("image", datasets.Image()).save_to_disk(str(saved))
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the job decoded an image through datasets")
+
+    monkeypatch.setattr(datasets.Image, "decode_example", never)
+    out = tmp_path / "out"
+    run_images(out, "--input", str(saved), "--caption_field", "text", "--resize", "keep", "--encoding", "png")
+    records = read_records(out)
+    assert [r["caption"].decode() for r in records] == list(captions.values())
+    for record, name in zip(records, good_images(), strict=True):
+        want = pixels.decode(good_images()[name])
+        assert pixels.decode(record["image"]).shape == want.shape
+    assert formats.read_meta(str(out)).section.resize == "keep"
+
+
+def test_inputs_that_cannot_make_one_directory_are_refused(image_folder: Path, tmp_path: Path) -> None:
+    from dew.preprocess.image_sources import find_sources
+
+    (tmp_path / "loose.png").write_bytes(good_images()["coins.png"])
+    with pytest.raises(ValueError, match="mix ImageFolder"):
+        find_sources([str(image_folder), str(tmp_path / "loose.png")])
+    (tmp_path / "dict").mkdir()
+    (tmp_path / "dict" / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
+    with pytest.raises(ValueError, match=r"DatasetDict.*\['test', 'train'\]"):
+        find_sources([str(tmp_path / "dict")])
+    with pytest.raises(ValueError, match=r"no \{label\}"):
+        images_job.main(["--input", str(tmp_path / "loose.png"), "--output", str(tmp_path / "o")])
