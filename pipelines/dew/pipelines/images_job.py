@@ -93,7 +93,10 @@ def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[
 
 
 def build(pipeline: beam.Pipeline, plan: ImagesPlan, identity: JobIdentity, sources: Sequence[Source]) -> Any:
-    return pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> WriteImages(plan, identity)
+    spread = any(source.kind != "image" for source in sources)
+    return (
+        pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> WriteImages(plan, identity, spread=spread)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -235,17 +235,24 @@ def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 class WriteImages(beam.PTransform):
-    """PCollection[Source] → a committed images directory in plan.output; yields its Meta once committed."""
+    """PCollection[Source] → a committed images directory in plan.output; yields its Meta once committed.
 
-    def __init__(self, plan: ImagesPlan, identity: JobIdentity, label: str | None = None) -> None:
+    spread: whether some Source holds many images (a row file, a saved dataset). Reading fuses with what
+    follows it, so their images are then spread over workers before decoding, or one large file would be
+    decoded by one worker alone; a Source of one image file needs no second shuffle of its bytes.
+    """
+
+    def __init__(self, plan: ImagesPlan, identity: JobIdentity, *, spread: bool, label: str | None = None) -> None:
         super().__init__(label)
         self.plan = plan
         self.identity = identity
+        self.spread = spread
 
     def expand(self, sources: beam.PCollection) -> beam.PCollection:
         plan = self.plan
         read = sources | "ReadImages" >> ReadImages(plan.read)
-        encoded = read.images | "Encode" >> beam.ParDo(_Encode(plan)).with_outputs(DROPS_TAG, main="records")
+        images = read.images | "SpreadImages" >> beam.Reshuffle() if self.spread else read.images
+        encoded = images | "Encode" >> beam.ParDo(_Encode(plan)).with_outputs(DROPS_TAG, main="records")
         records, drops = encoded.records, [encoded[DROPS_TAG]]
         if plan.dedupe:
             unique = (
