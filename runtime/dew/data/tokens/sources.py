@@ -115,9 +115,10 @@ class TokenBytes:
             sizes.append(size // self.dtype.itemsize)
         self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
         self._maps: dict[int, np.memmap] = {}
+        self._views: dict[tuple[int, int], np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_maps": {}}  # memmaps reopen in the worker that unpickles this
+        return {**self.__dict__, "_maps": {}, "_views": {}}  # memmaps reopen in the worker that unpickles this
 
     def open_handle(self, shard: int = 0) -> np.memmap:
         """A read-only memmap over one file (the only one, for a single .bin)."""
@@ -151,15 +152,34 @@ class TokenBytes:
 
     def spans(self, starts: np.ndarray, length: int) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
+        if not len(starts):
+            return np.empty((0, length), dtype=self.dtype)
+        if int(starts.min()) < 0 or int(starts.max()) + length > len(self):
+            raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
+        # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
+        # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
+        shards = np.searchsorted(self.ends, starts, side="right")
+        within = shards == np.searchsorted(self.ends, starts + (length - 1), side="right")
+        if within.all() and shards[0] == shards[-1] and (shards == shards[0]).all():
+            return self._windows(int(shards[0]), length)[starts - self._base(int(shards[0]))]
         out = np.empty((len(starts), length), dtype=self.dtype)
-        if len(self.files) == 1:
-            whole = self._map(0)
-            for row, start in enumerate(starts.tolist()):
-                out[row] = whole[start : start + length]
-            return out
-        for row, start in enumerate(starts.tolist()):
-            out[row] = self[start : start + length]
+        for shard in np.unique(shards[within]).tolist():
+            rows = np.flatnonzero(within & (shards == shard))
+            out[rows] = self._windows(shard, length)[starts[rows] - self._base(shard)]
+        for row in np.flatnonzero(~within).tolist():
+            out[row] = self[int(starts[row]) : int(starts[row]) + length]
         return out
+
+    def _base(self, shard: int) -> int:
+        return int(self.ends[shard - 1]) if shard else 0
+
+    def _windows(self, shard: int, length: int) -> np.ndarray:
+        """Every span of `length` ids of one shard, as a view: [ids - length + 1, length]."""
+        view = self._views.get((shard, length))
+        if view is None:  # built once: sliding_window_view's checks cost as much as a batch's copy
+            view = np.lib.stride_tricks.sliding_window_view(self._map(shard).view(np.ndarray), length)
+            self._views[shard, length] = view
+        return view
 
     def describe(self) -> dict[str, Any]:
         if self._fingerprint is not None:
