@@ -158,10 +158,10 @@ class TokenBytes:
             raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
         # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
         # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
+        if len(self.files) == 1:
+            return self._windows(0, length)[starts]
         shards = np.searchsorted(self.ends, starts, side="right")
         within = shards == np.searchsorted(self.ends, starts + (length - 1), side="right")
-        if within.all() and shards[0] == shards[-1] and (shards == shards[0]).all():
-            return self._windows(int(shards[0]), length)[starts - self._base(int(shards[0]))]
         out = np.empty((len(starts), length), dtype=self.dtype)
         for shard in np.unique(shards[within]).tolist():
             rows = np.flatnonzero(within & (shards == shard))
