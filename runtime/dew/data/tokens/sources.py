@@ -115,7 +115,7 @@ class TokenBytes:
             sizes.append(size // self.dtype.itemsize)
         self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
         self._maps: dict[int, np.memmap] = {}
-        self._views: dict[tuple[int, int], np.ndarray] = {}
+        self._views: dict[int | tuple[int, int], np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_maps": {}, "_views": {}}  # memmaps reopen in the worker that unpickles this
@@ -138,7 +138,7 @@ class TokenBytes:
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
         if len(self.files) == 1:
-            return np.asarray(self._map(0)[start:stop])
+            return self._ids(0)[start:stop]
         first = int(np.searchsorted(self.ends, start, side="right"))
         parts, at = [], start
         for shard in range(first, len(self.files)):
@@ -146,7 +146,7 @@ class TokenBytes:
                 break
             base = int(self.ends[shard - 1]) if shard else 0
             end = min(stop, int(self.ends[shard]))
-            parts.append(self._map(shard)[at - base : end - base])
+            parts.append(self._ids(shard)[at - base : end - base])
             at = end
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
 
@@ -173,12 +173,19 @@ class TokenBytes:
     def _base(self, shard: int) -> int:
         return int(self.ends[shard - 1]) if shard else 0
 
+    def _ids(self, shard: int) -> np.ndarray:
+        """One shard's ids as a plain array over its memmap: np.memmap's own slicing runs Python per slice,
+        which a packed batch, slicing every piece of every window, pays hundreds of times."""
+        ids = self._views.get(shard)
+        if ids is None:
+            ids = self._views[shard] = self._map(shard).view(np.ndarray)
+        return ids
+
     def _windows(self, shard: int, length: int) -> np.ndarray:
         """Every span of `length` ids of one shard, as a view: [ids - length + 1, length]."""
         view = self._views.get((shard, length))
         if view is None:  # built once: sliding_window_view's checks cost as much as a batch's copy
-            view = np.lib.stride_tricks.sliding_window_view(self._map(shard).view(np.ndarray), length)
-            self._views[shard, length] = view
+            view = self._views[shard, length] = np.lib.stride_tricks.sliding_window_view(self._ids(shard), length)
         return view
 
     def describe(self) -> dict[str, Any]:
