@@ -6,10 +6,16 @@ Run: .venv/bin/python benchmarks/bench_packing.py
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchmarks import plain
 
 BASELINE = (
     "padding: first-fit-decreasing with unlimited bins; start-up: the 4M-token corpus; throughput: plain numpy "
@@ -80,34 +86,6 @@ def first_batch_seconds(directory: str, offline: bool) -> float:
     return best
 
 
-def plain_packed(plan, document_starts: np.ndarray, tokens: np.ndarray, windows: np.ndarray) -> dict[str, np.ndarray]:
-    """The baseline: PackedTokens' batch of plan windows `windows`, in plain numpy.
-
-    The layout is computed for the whole batch at once, then each piece is one slice copy per column:
-    pieces are long (hundreds of ids), so this beats per-token index arithmetic (np.repeat of every
-    id's source and destination), which measured slower here.
-    """
-    first, counts = plan.offsets[windows], plan.offsets[windows + 1] - plan.offsets[windows]
-    window_first = np.cumsum(counts) - counts
-    rank = np.arange(int(counts.sum())) - np.repeat(window_first, counts)
-    pieces = np.repeat(first, counts) + rank
-    lengths = plan.lengths[pieces]
-    before = np.cumsum(lengths) - lengths
-    columns = before - np.repeat(before[window_first], counts)
-    sources = document_starts[plan.documents[pieces]] + plan.starts[pieces]
-    shape = (len(windows), plan.window)
-    text, segments, positions = (np.zeros(shape, dtype=np.int32) for _ in range(3))
-    count_up = np.arange(plan.window, dtype=np.int32)
-    rows = np.repeat(np.arange(len(windows)), counts)
-    for row, column, length, source, segment in zip(
-        rows.tolist(), columns.tolist(), lengths.tolist(), sources.tolist(), (rank + 1).tolist(), strict=True
-    ):
-        text[row, column : column + length] = tokens[source : source + length]
-        segments[row, column : column + length] = segment
-        positions[row, column : column + length] = count_up[:length]
-    return {"text": text, "text_segment_ids": segments, "text_positions": positions}
-
-
 def throughput(directory: str) -> None:
     """PackedTokens (workers=0) against plain_packed over the same windows in the same order."""
     from dew.data import DataPartition, Loading, PackedTokens
@@ -118,7 +96,8 @@ def throughput(directory: str) -> None:
     order = stream.order.locate(np.arange((ROUNDS + 1) * STEPS * BATCH))[1].reshape(-1, BATCH) + corpus.first
     tokens = np.memmap(f"{directory}/train-00000-of-00001.bin", dtype=np.uint16, mode="r").view(np.ndarray)
     starts = corpus.documents.starts
-    got, want = next(stream), plain_packed(corpus.plan, starts, tokens, order[0])
+    columns = {"text": (tokens, 0)}
+    got, want = next(stream), plain.pack(corpus.plan, starts, columns, order[0], positions="piece")
     if any(not np.array_equal(got[key], want[key]) for key in want):
         raise SystemExit("the baseline packs other windows than the stream")
     scratch = np.zeros(128 << 20, dtype=np.uint8)  # written between timed runs to flush the CPU caches
@@ -133,7 +112,7 @@ def throughput(directory: str) -> None:
         scratch += 1
         start = time.perf_counter()
         for step in range(at, at + STEPS):
-            plain_packed(corpus.plan, starts, tokens, order[step])
+            plain.pack(corpus.plan, starts, columns, order[step], positions="piece")
         base = max(base, STEPS / (time.perf_counter() - start))
     stream.close()
     tokens_per_batch = BATCH * WINDOW / 1e6
