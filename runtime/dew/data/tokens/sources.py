@@ -115,10 +115,13 @@ class TokenBytes:
             sizes.append(size // self.dtype.itemsize)
         self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
         self._maps: dict[int, np.memmap] = {}
-        self._views: dict[int | tuple[int, int], np.ndarray] = {}
+        # Views over the memmaps, by shard and by (shard, span length); they go with the memmaps.
+        self._arrays: dict[int, np.ndarray] = {}
+        self._spans: dict[tuple[int, int], np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_maps": {}, "_views": {}}  # memmaps reopen in the worker that unpickles this
+        # Memmaps, and the views over them, reopen in the worker that unpickles this.
+        return {**self.__dict__, "_maps": {}, "_arrays": {}, "_spans": {}}
 
     def open_handle(self, shard: int = 0) -> np.memmap:
         """A read-only memmap over one file (the only one, for a single .bin)."""
@@ -176,16 +179,16 @@ class TokenBytes:
     def _ids(self, shard: int) -> np.ndarray:
         """One shard's ids as a plain array over its memmap: np.memmap's own slicing runs Python per slice,
         which a packed batch, slicing every piece of every window, pays hundreds of times."""
-        ids = self._views.get(shard)
+        ids = self._arrays.get(shard)
         if ids is None:
-            ids = self._views[shard] = self._map(shard).view(np.ndarray)
+            ids = self._arrays[shard] = self._map(shard).view(np.ndarray)
         return ids
 
     def _windows(self, shard: int, length: int) -> np.ndarray:
         """Every span of `length` ids of one shard, as a view: [ids - length + 1, length]."""
-        view = self._views.get((shard, length))
+        view = self._spans.get((shard, length))
         if view is None:  # built once: sliding_window_view's checks cost as much as a batch's copy
-            view = self._views[shard, length] = np.lib.stride_tricks.sliding_window_view(self._ids(shard), length)
+            view = self._spans[shard, length] = np.lib.stride_tricks.sliding_window_view(self._ids(shard), length)
         return view
 
     def describe(self) -> dict[str, Any]:
