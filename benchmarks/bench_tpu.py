@@ -24,6 +24,10 @@ from dew.data import DataPartition, Loading  # noqa: E402
 from dew.data import distributed as dist  # noqa: E402
 from dew.data.dataset import global_dataset  # noqa: E402
 
+BASELINE = (
+    "global_batch_array: jax.device_put of the same batch with the same sharding; hand-off: reading the same "
+    "batch from the stream, the work a second reader would repeat"
+)
 BATCH, SEQ, STEPS = 256, 1025, 40
 
 
@@ -36,6 +40,7 @@ def rate(fn, steps: int) -> float:
 
 
 def main() -> None:
+    print(f"baseline: {BASELINE}")
     windows = np.random.default_rng(0).integers(0, 50_000, size=(4 * BATCH, SEQ), dtype=np.int32)
     data = global_dataset(
         train=windows, val=None, batch=BATCH, seed=0, loading=Loading(workers=0, threads=2), val_batches=None

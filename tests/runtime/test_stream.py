@@ -35,6 +35,24 @@ def test_each_epoch_is_a_fresh_shuffle_of_every_record() -> None:
 
 
 @given(
+    size=st.integers(1, 5000),
+    first=st.integers(0, 20_000),
+    stride=st.integers(1, 4),
+    rows=st.integers(1, 64),
+    steps=st.integers(1, 40),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_shuffled_order_equals_permute_step_after_step(size, first, stride, rows, steps) -> None:
+    # Positions computed ahead for later steps must be the ones permute gives for each step alone.
+    order = ShuffledEpochs(np.arange(size), seed=7, offset=3)
+    for step in range(steps):
+        ks = first + stride * (step * rows + np.arange(rows))
+        epochs, within = np.divmod(ks + 3, size)
+        expected = [permute(np.array([w]), size, 7, int(e))[0] for e, w in zip(epochs, within, strict=True)]
+        np.testing.assert_array_equal(order.indices(ks), expected)
+
+
+@given(
     shares=st.sampled_from([1, 2, 3, 4, 6]),
     new_shares=st.sampled_from([1, 2, 3, 4, 6]),
     multiple=st.integers(1, 4),

@@ -30,6 +30,16 @@ def corpora(tmp_path_factory) -> dict[str, str]:
     return out
 
 
+@given(starts=st.lists(st.integers(0, 1100), min_size=1, max_size=40), length=st.integers(1, 300))
+@settings(max_examples=40, deadline=None)
+def test_spans_of_a_sharded_bin_corpus_equal_its_slices(corpora, starts: list[int], length: int) -> None:
+    source = open_tokens(corpora["bin"])
+    stream = corpora["stream"]
+    starts = [min(s, len(stream) - length) for s in starts]  # rows within, across and between shards
+    expected = np.stack([stream[s : s + length] for s in starts]).astype(source.dtype)
+    np.testing.assert_array_equal(source.spans(np.array(starts), length), expected)
+
+
 @pytest.mark.parametrize("kind", ["bin", "parquet", "array_record"])
 @given(start=st.integers(0, 1200), size=st.integers(0, 300))
 @settings(max_examples=30, deadline=None)

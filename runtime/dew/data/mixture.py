@@ -156,6 +156,8 @@ class MixtureOrder(BaseOrder):
         cycles, slot = np.divmod(ks, self.period)
         corpus = self._corpus[slot]
         local = cycles * np.array(self.weights, dtype=np.int64)[corpus] + self._rank[slot]
+        if len(self.corpora) == 1 and self._orders is not None:  # the common case: no per-corpus masks
+            return corpus, self._orders[0].indices(local)
         index = np.empty_like(local)
         for c in np.unique(corpus).tolist():
             hit = corpus == c

@@ -6,6 +6,7 @@ record count and a resume at record 10**9 costs what a fresh start costs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -115,6 +116,20 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+# Steps of positions a shuffled order computes at once (see ShuffledEpochs._shuffled).
+_RUN_STEPS = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """permute(first + stride * arange(len(values)), size, seed, epoch): positions computed ahead."""
+
+    epoch: int
+    first: int
+    stride: int
+    values: np.ndarray
+
+
 class ShuffledEpochs(BaseOrder):
     """The source repeated forever, each pass in its own seeded shuffle.
 
@@ -128,15 +143,44 @@ class ShuffledEpochs(BaseOrder):
             raise ValueError(f"cannot train on an empty source: {describe(describe_source(source))}")
         self.seed = seed
         self.offset = offset
+        self._run: _Run | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_run": None}  # derived from the seed; recomputed where it is needed
 
     def indices(self, ks: np.ndarray) -> np.ndarray:
         ks = np.asarray(ks, dtype=np.int64) + self.offset
         epochs, within = np.divmod(ks, self.size)
+        if len(ks) and (epochs == epochs[0]).all():  # a batch within one epoch: the usual case
+            return self._shuffled(int(epochs[0]), within)
         out = np.empty_like(ks)
         for epoch in np.unique(epochs):
             hit = epochs == epoch
-            out[hit] = permute(within[hit], self.size, self.seed, int(epoch))
+            out[hit] = self._shuffled(int(epoch), within[hit])
         return out
+
+    def _shuffled(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        """permute(positions, size, seed, epoch), from the run of positions computed ahead when it holds them.
+
+        permute's cost is mostly per call, not per position (a few dozen numpy calls per Feistel pass,
+        repeated while any position still walks its cycle), so a stream that asks for one batch of
+        evenly spaced positions per step computes the next _RUN_STEPS steps' in one call instead.
+        """
+        n = len(positions)
+        if n < 2:
+            return permute(positions, self.size, self.seed, epoch)
+        first, stride = int(positions[0]), int(positions[1] - positions[0])
+        if stride < 1 or not np.array_equal(positions, first + stride * np.arange(n)):
+            return permute(positions, self.size, self.seed, epoch)
+        run = self._run  # one read: grain's threads may replace it meanwhile
+        if run is not None and run.epoch == epoch and run.stride == stride:
+            offset, rest = divmod(first - run.first, stride)
+            if rest == 0 and offset >= 0 and offset + n <= len(run.values):
+                return run.values[offset : offset + n].copy()
+        ahead = min(n * _RUN_STEPS, (self.size - 1 - first) // stride + 1)
+        values = permute(first + stride * np.arange(ahead), self.size, self.seed, epoch)
+        self._run = _Run(epoch, first, stride, values)
+        return values[:n].copy()
 
     def read(self, ks: np.ndarray) -> Any:
         return read_batch(self.source, self.indices(ks))

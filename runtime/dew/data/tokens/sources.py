@@ -116,9 +116,13 @@ class TokenBytes:
             sizes.append(size // self.dtype.itemsize)
         self.ends = np.cumsum(np.array(sizes, dtype=np.int64))
         self._maps: dict[int, np.memmap] = {}
+        # Views over the memmaps, by shard and by (shard, span length); they go with the memmaps.
+        self._arrays: dict[int, np.ndarray] = {}
+        self._spans: dict[tuple[int, int], np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_maps": {}}  # memmaps reopen in the worker that unpickles this
+        # Memmaps, and the views over them, reopen in the worker that unpickles this.
+        return {**self.__dict__, "_maps": {}, "_arrays": {}, "_spans": {}}
 
     def open_handle(self, shard: int = 0) -> np.memmap:
         """A read-only memmap over one file (the only one, for a single .bin)."""
@@ -138,7 +142,7 @@ class TokenBytes:
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
         if len(self.files) == 1:
-            return np.asarray(self._map(0)[start:stop])
+            return self._ids(0)[start:stop]
         first = int(np.searchsorted(self.ends, start, side="right"))
         parts, at = [], start
         for shard in range(first, len(self.files)):
@@ -146,21 +150,47 @@ class TokenBytes:
                 break
             base = int(self.ends[shard - 1]) if shard else 0
             end = min(stop, int(self.ends[shard]))
-            parts.append(self._map(shard)[at - base : end - base])
+            parts.append(self._ids(shard)[at - base : end - base])
             at = end
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
 
     def spans(self, starts: np.ndarray, length: int) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
-        out = np.empty((len(starts), length), dtype=self.dtype)
+        if not len(starts):
+            return np.empty((0, length), dtype=self.dtype)
+        if int(starts.min()) < 0 or int(starts.max()) + length > len(self):
+            raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
+        # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
+        # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
         if len(self.files) == 1:
-            whole = self._map(0)
-            for row, start in enumerate(starts.tolist()):
-                out[row] = whole[start : start + length]
-            return out
-        for row, start in enumerate(starts.tolist()):
-            out[row] = self[start : start + length]
+            return self._windows(0, length)[starts]
+        shards = np.searchsorted(self.ends, starts, side="right")
+        within = shards == np.searchsorted(self.ends, starts + (length - 1), side="right")
+        out = np.empty((len(starts), length), dtype=self.dtype)
+        for shard in np.unique(shards[within]).tolist():
+            rows = np.flatnonzero(within & (shards == shard))
+            out[rows] = self._windows(shard, length)[starts[rows] - self._base(shard)]
+        for row in np.flatnonzero(~within).tolist():
+            out[row] = self[int(starts[row]) : int(starts[row]) + length]
         return out
+
+    def _base(self, shard: int) -> int:
+        return int(self.ends[shard - 1]) if shard else 0
+
+    def _ids(self, shard: int) -> np.ndarray:
+        """One shard's ids as a plain array over its memmap: np.memmap's own slicing runs Python per slice,
+        which a packed batch, slicing every piece of every window, pays hundreds of times."""
+        ids = self._arrays.get(shard)
+        if ids is None:
+            ids = self._arrays[shard] = self._map(shard).view(np.ndarray)
+        return ids
+
+    def _windows(self, shard: int, length: int) -> np.ndarray:
+        """Every span of `length` ids of one shard, as a view: [ids - length + 1, length]."""
+        view = self._spans.get((shard, length))
+        if view is None:  # built once: sliding_window_view's checks cost as much as a batch's copy
+            view = self._spans[shard, length] = np.lib.stride_tricks.sliding_window_view(self._ids(shard), length)
+        return view
 
     def describe(self) -> dict[str, Any]:
         if self._fingerprint is not None:
