@@ -52,7 +52,7 @@ def _flags() -> list[dict[str, Any]]:
     first: dict[str, argparse.Action] = {}
     for job in JOBS:
         for action in job.load().parser()._actions:
-            if isinstance(action, argparse._HelpAction):
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
                 continue
             text = (action.help or "").rstrip(".")
             # A switch takes a value when the template passes it (--pack=true).
