@@ -23,7 +23,7 @@ class Job:
     summary: str
 
     def load(self) -> ModuleType:
-        """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam."""
+        """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam, except inspect's."""
         return importlib.import_module(self.module)
 
 
@@ -43,6 +43,11 @@ JOBS: tuple[Job, ...] = (
         name="plan-mixture",
         module="dew.pipelines.plan_mixture",
         summary="corpora, weights and a token budget → windows and epochs per corpus",
+    ),
+    Job(
+        name="inspect",
+        module="dew.pipelines.inspect_job",
+        summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",
     ),
 )
 

@@ -52,7 +52,9 @@ def _flags() -> list[dict[str, Any]]:
     first: dict[str, argparse.Action] = {}
     for job in JOBS:
         for action in job.load().parser()._actions:
-            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            # A template passes only --name=value flags: a positional (inspect's path) is no parameter.
+            hidden = action.help == argparse.SUPPRESS or not action.option_strings
+            if isinstance(action, argparse._HelpAction) or hidden:
                 continue
             text = (action.help or "").rstrip(".")
             # A switch takes a value when the template passes it (--pack=true).
