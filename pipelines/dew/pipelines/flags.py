@@ -31,7 +31,7 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
     """A job's argument parser: defaults in --help, no abbreviations, and --verbose."""
     p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=_Help, allow_abbrev=False)
-    switch(p, "--verbose", "on failure show the traceback; show Beam's own logs")
+    switch(p, "--verbose", "on failure show the traceback (and Beam's own logs)")
     return p
 
 
