@@ -70,8 +70,10 @@ def render(summary: Summary, out: TextIO) -> None:
     if summary.documents:
         d = summary.documents
         if d["count"]:
-            say(f"  train documents: {d['count']:,}, tokens mean {d['mean']:,.1f}, p50 {d['p50']:,.0f}, "
-                f"p90 {d['p90']:,.0f}, p99 {d['p99']:,.0f}, max {d['max']:,}")  # fmt: skip
+            say(
+                f"  train documents: {d['count']:,}, tokens mean {d['mean']:,.1f}, p50 {d['p50']:,.0f}, "
+                f"p90 {d['p90']:,.0f}, p99 {d['p99']:,.0f}, max {d['max']:,}"
+            )
         peak = max((n for _, _, n in summary.lengths), default=1)
         for lo, hi, n in summary.lengths:
             say(f"    [{lo:>8,}, {hi:>8,})  {n:>9,}  {'#' * max(1, round(_BAR * n / peak))}")
@@ -84,8 +86,10 @@ def render(summary: Summary, out: TextIO) -> None:
 
 def _mixture(summary: Summary, say: Callable[..., None]) -> None:
     s = summary.section
-    say(f"  {s['tokens']:,} tokens = {s['windows']:,} windows of seq_len {s['seq_len']} + 1, split {s['split']}, "
-        f"tokenizer {s['tokenizer']}")  # fmt: skip
+    say(
+        f"  {s['tokens']:,} tokens = {s['windows']:,} windows of seq_len {s['seq_len']} + 1, split {s['split']}, "
+        f"tokenizer {s['tokenizer']}"
+    )
     say(f"  {'weight':>8}{'windows':>12}{'available':>12}{'epochs':>9}  corpus")
     for c in summary.corpora:
         say(f"  {c['weight']:>8.3f}{c['windows']:>12,}{c['windows_available']:>12,}{c['epochs']:>9.2f}  {c['path']}")
@@ -104,8 +108,10 @@ def write_html(summary: Summary, path: str) -> None:
     """One HTML file: the text summary and its plots as PNGs embedded in base64, nothing to fetch."""
     text = io.StringIO()
     render(summary, text)
-    images = "".join(f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
-                     for title, png in _plots(summary))  # fmt: skip
+    images = "".join(
+        f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
+        for title, png in _plots(summary)
+    )
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(summary.path)}</title></head>"
         f"<body><h1>{html.escape(summary.path)}</h1><pre>{html.escape(text.getvalue())}</pre>{images}</body></html>"

@@ -128,8 +128,14 @@ def _describe(lengths: np.ndarray) -> dict[str, Any]:
     if not lengths.size:
         return {"count": 0}
     p50, p90, p99 = np.percentile(lengths, [50, 90, 99]).tolist()
-    return {"count": int(lengths.size), "mean": float(lengths.mean()), "p50": p50, "p90": p90, "p99": p99,
-            "max": int(lengths.max())}  # fmt: skip
+    return {
+        "count": int(lengths.size),
+        "mean": float(lengths.mean()),
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
+        "max": int(lengths.max()),
+    }
 
 
 def _histogram(lengths: np.ndarray) -> list[tuple[int, int, int]]:
