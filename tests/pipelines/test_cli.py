@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dew.pipelines import cli, common
+from dew.pipelines import cli, common, flags
 from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +40,79 @@ def test_switches_take_flex_template_values() -> None:
     import argparse
 
     parser = argparse.ArgumentParser()
-    common.switch(parser, "--pack", "")
+    flags.switch(parser, "--pack", "")
     assert parser.parse_args([]).pack is False
     assert parser.parse_args(["--pack"]).pack is True
     assert parser.parse_args(["--pack=true"]).pack is True
     assert parser.parse_args(["--pack=false"]).pack is False
+    assert parser.parse_args(["--pack", "--no-pack"]).pack is False
     with pytest.raises(SystemExit):
         parser.parse_args(["--pack=maybe"])
+    assert flags.verbose(["--input", "x", "--verbose=true"]) and not flags.verbose(["--verbose=false"])
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("--seqlen", "--seq_len"), ("--val-fraction", "--val_fraction"), ("--seq", "--seq_len"), ("--runer", "--runner")],
+)
+def test_a_mistyped_flag_is_refused_naming_the_closest(
+    typed: str, meant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["tokenize", "--input", str(tmp_path / "*.jsonl"), "--output", str(out), "--pack", typed, "1"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"unknown flag {typed}: did you mean {meant}?" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_job_flags_beam_flags_and_template_values_are_accepted() -> None:
+    from dew.pipelines import tokenize_job
+
+    argv = ["--input=x.jsonl", "--output=o", "--pack=true", "--runner=DataflowRunner", "--project=p"]
+    argv += ["--temp_location", "gs://b/t", "--experiments=a", "--experiments=b", "--sdk_container_image=i"]
+    args, rest = flags.parse(tokenize_job.parser(), argv, beam=True)
+    assert args.pack is True and args.input == ["x.jsonl"]
+    assert rest == argv[3:]
+    with pytest.raises(flags.UsageError, match="unexpected argument 'stray'"):
+        flags.parse(tokenize_job.parser(), ["--input=x", "--output=o", "stray"], beam=True)
+
+
+def test_help_shows_defaults_and_units() -> None:
+    from dew.pipelines import tokenize_job
+
+    text = " ".join(tokenize_job.parser().format_help().split())
+    assert "--pack [true|false] write the eos id after every document; --no-pack turns it off (default: False)" in text
+    assert "target shard size, MiB (default: 256.0)" in text
+    assert "(default: 0.5)" in text and "(default: None)" not in text
+
+
+def test_user_errors_are_one_line_and_bugs_keep_their_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = ["tokenize", "--input", str(tmp_path / "none-*.jsonl"), "--output", str(tmp_path / "o")]
+    assert cli.main(missing) == 2
+    err = capsys.readouterr().err
+    assert err == f"dew-preprocess tokenize: --input '{tmp_path}/none-*.jsonl' matches no file\n"
+    assert cli.main([*missing, "--verbose"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+    # What a multi-process runner or Dataflow relays: the worker's traceback as text, wrapped per step.
+    relayed = RuntimeError(
+        "Traceback (most recent call last):\n  File x\n"
+        "dew.preprocess.drops.TooManyDropsError: the job wrote none of 2 documents.\n  missing_field: 2"
+        " [while running 'TokenizeCorpus/Commit']\n\nDuring handling of the above exception ...\n"
+    )
+    assert cli.user_error(relayed) == "the job wrote none of 2 documents.\n  missing_field: 2"
+    assert cli.user_error(RuntimeError("KeyError: 'documents_in'")) is None
+
+    def bug(argv: list[str]) -> None:
+        raise KeyError("documents_in")
+
+    from dew.pipelines import tokenize_job
+
+    monkeypatch.setattr(tokenize_job, "main", bug)
+    with pytest.raises(KeyError):
+        cli.main(["tokenize"])
 
 
 def test_job_flags_and_beam_flags_part_ways() -> None:

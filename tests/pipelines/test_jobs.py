@@ -40,3 +40,14 @@ def test_usage_and_the_launcher_offer_every_declared_job(capsys: pytest.CaptureF
         launch.run(["--job", "detokenize"])
     refusal = capsys.readouterr().err
     assert all(job.name in refusal for job in JOBS)
+
+
+def test_the_flag_reference_lists_every_flag_with_its_default() -> None:
+    reference = metadata.flag_reference()
+    for job in JOBS:
+        section = reference.split(f"`dew-preprocess {job.name}`")[1].split("`dew-preprocess ")[0]
+        for action in job.load().parser()._actions:
+            if action.option_strings and action.help != "==SUPPRESS==" and action.dest != "help":
+                row = next(line for line in section.splitlines() if line.startswith(f"| `{action.option_strings[0]}"))
+                assert action.required or action.default in (None, []) or "`" in row.split("|")[2]
+    assert "| `--max_drop_fraction` | `0.5` |" in reference

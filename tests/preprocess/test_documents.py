@@ -70,9 +70,16 @@ def test_every_bad_input_is_counted_by_reason_and_rows_keep_their_numbers(tmp_pa
             (tally,) = got
             damaged = {d["path"].rsplit("/", 1)[-1]: d["reason"] for d in tally["damaged_inputs"]}
             assert damaged == {"broken.jsonl.gz": "corrupt_input", "truncated.jsonl.gz": "truncated_input"}
-            dropped = {k: v for k, v in tally.items() if k not in ("documents_in", "documents_read", "damaged_inputs")}
+            meta = ("documents_in", "documents_read", "damaged_inputs", "drop_examples")
+            dropped = {k: v for k, v in tally.items() if k not in meta}
             want = {**drops, "corrupt_input": 1, "truncated_input": 1, "files_unreadable": 2}
             assert {k: v for k, v in dropped.items() if v} == want, dropped
+            # One example a reason, the first in path order: where a reader of the failure starts looking.
+            examples = tally["drop_examples"]
+            assert set(examples) == set(want) - {"files_unreadable"}
+            assert examples["truncated_input"]["path"].endswith("truncated.jsonl.gz")
+            assert examples["truncated_input"]["row"] > 0
+            assert examples["missing_field"] == {"path": str(tmp_path / "malformed.jsonl"), "row": 1}
             assert tally["documents_in"] == tally["documents_read"] + sum(want.values()) - 2
 
         assert_that(tallies, check, label="Tallies")

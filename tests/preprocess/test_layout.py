@@ -45,10 +45,11 @@ def test_shards_concatenate_to_the_corpus_cut_at_the_exact_token(files, val, sha
                 offset += len(piece)
     assert layout.documents == sum(1 for d in docs.values() if len(d))
     assert layout.empty_documents == sum(1 for d in docs.values() if not len(d))
+    assert layout.first_empty == min((k for k, d in docs.items() if not len(d)), default=None)
 
 
 def test_shard_count_follows_the_bytes_unless_fixed() -> None:
-    summaries = [(0, 1000, 10, 0), (1, 3000, 5, 1)]
+    summaries = [(0, 1000, 10, 0, -1), (1, 3000, 5, 1, 4)]
     layout = Layout.plan(summaries, val_fraction=0.25, itemsize=2, shard_bytes=1024)
     assert layout.shards == {TRAIN: 6, VAL: 2} and layout.cut == 3000 and layout.file_starts == {0: 0, 1: 1000}
     assert Layout.plan(summaries, val_fraction=0.0, itemsize=2, shard_bytes=1024, num_shards=5).shards == {TRAIN: 5}

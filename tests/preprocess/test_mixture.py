@@ -6,6 +6,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,3 +64,35 @@ def test_apportion_is_exact_and_within_one_of_the_quota(total: int, weights: lis
     exact = [Fraction(w).limit_denominator(10**9) for w in weights]
     for share, w in zip(shares, exact, strict=True):
         assert abs(share - total * w / sum(exact)) < 1
+
+
+def test_a_plan_reads_as_the_mixture_it_describes_and_refuses_a_changed_corpus(tmp_path: Path) -> None:
+    from dew.data import DataPartition, Loading, datasets
+
+    web = corpus(tmp_path, "web", topics(30)[:20], "--seq_len", "64")
+    code = corpus(tmp_path, "code", topics(30)[20:])
+    plan_path = tmp_path / "mixture.json"
+    flags = ["--corpus", f"{web}=3", "--corpus", f"{code}=1", "--tokens", "20000", "--seq_len", "64"]
+    assert cli.main(["plan-mixture", *flags, "--output", str(plan_path), *IN_MEMORY]) == 0
+    loading = Loading(workers=0, threads=1, read_buffer=2)
+
+    def batches(path: object, count: int = 6) -> tuple[list[np.ndarray], int]:
+        data = datasets.PackedTokens(path=path, seq_len=64, val_batches=1, loading=loading).load(batch=4)
+        stream = data.train(DataPartition(index=0, count=1))
+        try:
+            return [next(stream)["text"] for _ in range(count)], data.steps_per_epoch
+        finally:
+            stream.close()
+
+    planned, steps = batches(str(plan_path))
+    mapped, _ = batches({str(code): 1.0, str(web): 3.0})  # the plan lists its corpora by path
+    for a, b in zip(planned, mapped, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert steps == -(-json.loads(plan_path.read_text())["windows"] // 4)  # the run is the plan's token budget
+    with pytest.raises(ValueError, match="plans windows of seq_len 64"):
+        datasets.PackedTokens(path=str(plan_path), seq_len=32).load(batch=4)
+    write_jsonl(tmp_path / "code-in" / "docs.jsonl", topics(31)[20:])
+    changed = ["--input", str(tmp_path / "code-in" / "*"), "--output", str(code), "--pack", "--overwrite"]
+    tokenize_job.main([*changed, *IN_MEMORY])
+    with pytest.raises(ValueError, match=f"corpus {code} changed since the plan was made"):
+        batches(str(plan_path))

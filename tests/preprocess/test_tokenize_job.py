@@ -13,11 +13,13 @@ import pytest
 
 from dew.data import formats, packing
 from dew.data.text import ByteTokenizer, HFTokenizer
+from dew.pipelines import cli
 from dew.pipelines import pack as pack_job
 from dew.pipelines import tokenize_job as job
 from dew.preprocess.commit import OutputConflictError
+from dew.preprocess.drops import TooManyDropsError
 from dew.preprocess.pack import shard_tokens
-from tests.preprocess.corpora import reference_stream, topics
+from tests.preprocess.corpora import reference_stream, topics, write_jsonl
 
 pytestmark = pytest.mark.beam
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -191,9 +193,16 @@ def test_bad_input_is_counted_and_the_books_balance(tmp_path: Path) -> None:
     (inputs / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n" + b'{"text": "' + b"x" * 5000 + b'"}\n')
     (inputs / "b.jsonl.gz").write_bytes(b"this is not gzip")
     out = tmp_path / "out"
-    found = tokenize(inputs, out, "--pack", "--max_document_bytes", "1000")
+    # Six of seven dropped is past the default --max_drop_fraction: refused, naming the reasons and rows.
+    with pytest.raises(TooManyDropsError, match=r"dropped 85\.7% of 7 documents") as refused:
+        tokenize(inputs, out, "--pack", "--max_document_bytes", "1000")
+    assert f"corrupt_input: 1 (14.3%), e.g. {inputs / 'b.jsonl.gz'} row 0" in str(refused.value)
+    assert f"invalid_utf8: 1 (14.3%), e.g. {inputs / 'a.jsonl'} row 2 — is the text UTF-8?" in str(refused.value)
+    assert not out.exists() or not any(out.iterdir())
+    found = tokenize(inputs, out, "--pack", "--max_document_bytes", "1000", "--max_drop_fraction", "0.9")
     stats = json.loads((out / "stats.json").read_text())
     assert stats["documents_written"] == 1 and stats["files_unreadable"] == 1
+    assert stats["drop_examples"]["missing_field"] == {"path": str(inputs / "a.jsonl"), "row": 3}
     assert {k: v for k, v in stats["dropped"].items() if v} == {
         "malformed_json": 1,
         "invalid_utf8": 1,
@@ -205,6 +214,25 @@ def test_bad_input_is_counted_and_the_books_balance(tmp_path: Path) -> None:
     assert found["documents_in"] == 7 == stats["documents_in"]
     with pytest.raises(Exception, match=r"a\.jsonl: row 1: malformed json"):
         tokenize(inputs, tmp_path / "strict", "--strict")
+
+
+def test_a_job_that_writes_nothing_fails_uncommitted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "empty.jsonl").write_bytes(b"")
+    out = tmp_path / "out"
+    with pytest.raises(TooManyDropsError, match="the inputs hold no document"):
+        tokenize(inputs, out)
+    write_jsonl(inputs / "empty.jsonl", topics(3))
+    command = ["tokenize", "--input", str(inputs / "*"), "--output", str(out), *IN_MEMORY]
+    assert cli.main([*command, "--text_field", "body"]) == 2
+    err = capsys.readouterr().err
+    assert f"missing_field: 3 (100.0%), e.g. {inputs / 'empty.jsonl'} row 0 — is the text under --text_field?" in err
+    assert "Traceback" not in err.split("dew-preprocess tokenize:")[-1]
+    assert not (out / "meta.json").exists() and not (out / ".dew-job.json").exists()
+    # The failed run left nothing behind, so the corrected command needs no --overwrite.
+    assert cli.main([*command, "--text_field", "text"]) == 0
+    assert formats.read_meta(str(out)).shards("train")
 
 
 @pytest.mark.gcs

@@ -16,14 +16,14 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
-from dew.pipelines import common
+from dew.pipelines import common, flags
 from dew.preprocess import commit
 from dew.preprocess.captions import TokenizeCaptions, describe, ranges
 from dew.preprocess.commit import JobIdentity
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dew-preprocess caption-tokenize", description=__doc__.split("\n\n")[0])
+    p = flags.parser("dew-preprocess caption-tokenize", __doc__.split("\n\n")[0])
     p.add_argument("--input", action="append", required=True, help="the committed images directory (one)")
     p.add_argument("--output", required=True, help="the new images directory (local or gs://)")
     p.add_argument("--tokenizer", required=True, help="an HF hub name or a local tokenizer directory")
@@ -31,16 +31,16 @@ def parser() -> argparse.ArgumentParser:
         "--max_length", type=int, default=None, help="ids per caption, padded or cut; default the model's, else 77"
     )
     p.add_argument("--batch_size", type=int, default=256, help="captions per tokenizer call")
-    common.switch(p, "--overwrite", "replace an output written by another config")
+    flags.switch(p, "--overwrite", "replace an output written by another config")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
-    common.configure_logging()
-    args, rest = parser().parse_known_args(argv)
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
     if len(args.input) != 1:
-        raise ValueError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
+        raise flags.UsageError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
     options = common.pipeline_options(rest)
     plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
     source = formats.read_meta(plan.input, kind="images")
@@ -62,4 +62,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["caption-tokenize", *sys.argv[1:]]))

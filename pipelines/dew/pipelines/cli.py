@@ -1,11 +1,35 @@
-"""The `dew-preprocess` console script: `dew-preprocess JOB [flags] [beam flags]`, JOB one of dew.pipelines.jobs."""
+"""The `dew-preprocess` console script: `dew-preprocess JOB [flags] [beam flags]`, JOB one of dew.pipelines.jobs.
+
+A mistake of the user's (a refused flag, a missing input, an output holding another run, a --strict
+failure, a job that would commit too little) ends with one message on stderr and exit code 2; a
+traceback would bury it. Anything else is a bug, and keeps its traceback. `--verbose` shows the
+traceback of a mistake too.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+import traceback
 from collections.abc import Sequence
 
+from dew.pipelines import flags
 from dew.pipelines.jobs import JOBS, find
+
+USAGE_EXIT = 2
+# Errors that are the user's to fix, by qualified name: a job's own, or raised on a Beam worker and
+# reported back as text only (the multi-process runner and Dataflow relay the worker's traceback).
+USER_ERRORS = (
+    "dew.pipelines.flags.UsageError",
+    "dew.preprocess.commit.OutputConflictError",
+    "dew.preprocess.documents.BadInputError",
+    "dew.preprocess.drops.TooManyDropsError",
+)
+# Raised on the launcher only: there, a missing file is a path the user gave.
+LAUNCHER_ERRORS = ("builtins.FileNotFoundError",)
+# A relayed message runs from its class name to the blank line (or the end) after it.
+_RELAYED = re.compile(rf"^(?:{'|'.join(map(re.escape, USER_ERRORS))}): (.*?)(?:\n\n|\Z)", re.M | re.S)
+_BEAM_STEP = re.compile(r" \[while running '[^']*'\]\s*$")
 
 
 def usage() -> str:
@@ -16,17 +40,39 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def user_error(error: BaseException) -> str | None:
+    """The message of a mistake the user can fix, wherever it was raised; None for anything else."""
+    seen: BaseException | None = error
+    while seen is not None:
+        names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(seen).__mro__}
+        if names & {*USER_ERRORS, *LAUNCHER_ERRORS}:
+            return _BEAM_STEP.sub("", str(seen))
+        seen = seen.__cause__ or seen.__context__
+    # The last relayed line is the innermost: Beam wraps a worker's error once per step it passed.
+    relayed = _RELAYED.findall(str(error))
+    return _BEAM_STEP.sub("", relayed[-1]) if relayed else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())
-        return 0 if args else 2
+        return 0 if args else USAGE_EXIT
     job = find(args[0])
     if job is None:
         print(f"dew-preprocess: unknown job {args[0]!r}\n\n{usage()}", file=sys.stderr)
-        return 2
-    # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
-    job.load().main(args[1:])
+        return USAGE_EXIT
+    try:
+        # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
+        job.load().main(args[1:])
+    except Exception as error:
+        message = user_error(error)
+        if message is None:
+            raise
+        if flags.verbose(args):
+            traceback.print_exc()
+        print(f"dew-preprocess {job.name}: {message}", file=sys.stderr)
+        return USAGE_EXIT
     return 0
 
 

@@ -8,7 +8,6 @@ PrismRunner, which downloads a binary from the internet. Any other --runner (Dat
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -21,19 +20,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
-
-
-def switch(parser: argparse.ArgumentParser, name: str, help: str) -> None:
-    """A boolean flag that also takes a value: `--pack`, and `--pack=true` as flex templates pass it."""
-
-    def parse(text: str) -> bool:
-        if text.lower() in ("1", "true", "yes", "on"):
-            return True
-        if text.lower() in ("0", "false", "no", "off", ""):
-            return False
-        raise argparse.ArgumentTypeError(f"{name} takes true or false, got {text!r}")
-
-    parser.add_argument(name, nargs="?", const=True, default=False, type=parse, help=help)
 
 
 def pipeline_options(rest: Sequence[str]) -> PipelineOptions:
@@ -105,8 +91,9 @@ def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:
         )
 
 
-def configure_logging() -> None:
+def configure_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Beam's local workers relay their own start-up warnings (semi_persistent_directory, unparseable
-    # args) on every run; they say nothing about the job, and real failures still raise.
-    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    # Beam logs start-up noise from its local workers on every run (semi_persistent_directory) and a
+    # failed worker's whole traceback at ERROR, which buries the one line the failure is reported in.
+    # A failure still raises with that traceback in it; --verbose shows Beam's logs as they come.
+    logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.CRITICAL)

@@ -17,7 +17,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.images import pixels
-from dew.pipelines import common
+from dew.pipelines import common, flags
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
@@ -27,7 +27,7 @@ from dew.preprocess.images import ImagesPlan, WriteImages
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dew-preprocess images", description=__doc__.split("\n\n")[0])
+    p = flags.parser("dew-preprocess images", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input",
         action="append",
@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--caption_template", default="{label}", help="an image file's caption; {label} is its class, {stem} its name"
     )
-    common.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
+    flags.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
     p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
     p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
     p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
@@ -53,13 +53,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
     p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
     p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
-    common.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
-    common.switch(p, "--overwrite", "replace an output written by another config")
+    flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
+    flags.switch(p, "--overwrite", "replace an output written by another config")
     return p
 
 
 def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
-    """The plan, its identity and the numbered sources, all decided on the launcher."""
+    """The plan, its identity and the numbered sources, all decided on the launcher; a plan that cannot
+    run is a usage error, before any worker starts."""
+    try:
+        return _plan(args)
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
+
+
+def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
     sources, manifest = find_sources(args.input)
     unlabelled = any(source.kind == "image" and source.label is None for source in sources)
     if unlabelled and not args.caption_sidecar and "{label}" in args.caption_template:
@@ -101,8 +109,8 @@ def build(pipeline: beam.Pipeline, plan: ImagesPlan, identity: JobIdentity, sour
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
-    common.configure_logging()
-    args, rest = parser().parse_known_args(argv)
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, sources = plan_from(args)
     if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
@@ -118,4 +126,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["images", *sys.argv[1:]]))

@@ -23,7 +23,7 @@ class Job:
     summary: str
 
     def load(self) -> ModuleType:
-        """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam."""
+        """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam, except inspect's."""
         return importlib.import_module(self.module)
 
 
@@ -53,6 +53,11 @@ JOBS: tuple[Job, ...] = (
         name="caption-tokenize",
         module="dew.pipelines.caption_tokenize_job",
         summary="committed image shards + an HF tokenizer → a new directory with caption token ids",
+    ),
+    Job(
+        name="inspect",
+        module="dew.pipelines.inspect_job",
+        summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",
     ),
 )
 

@@ -15,23 +15,25 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.pipelines import common
+from dew.pipelines import common, flags
 from dew.preprocess.mixture import read_corpus_meta
 from dew.preprocess.pack import PackCorpus
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dew-preprocess pack", description=__doc__.split("\n\n")[0])
+    p = flags.parser("dew-preprocess pack", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True, help="a committed corpus directory (local or gs://)")
-    p.add_argument("--seq_len", type=int, action="append", required=True, help="window is seq_len + 1; repeatable")
+    p.add_argument(
+        "--seq_len", type=int, action="append", required=True, help="tokens; a window is seq_len + 1; repeatable"
+    )
     p.add_argument("--packing_bins", type=int, default=8, help="windows the plan keeps open at once")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     """Runs the job; prints one line per split and seq_len (windows, padding) and returns the counters."""
-    common.configure_logging()
-    args, rest = parser().parse_known_args(argv)
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     corpus = args.corpus.rstrip("/")
     meta = read_corpus_meta(corpus)
@@ -60,4 +62,6 @@ def _print(found: list[dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["pack", *sys.argv[1:]]))

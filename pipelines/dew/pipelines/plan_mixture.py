@@ -17,7 +17,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.pipelines import common
+from dew.pipelines import common, flags
 from dew.preprocess.files import read_bytes
 from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
 
@@ -33,10 +33,10 @@ def _corpus(text: str) -> tuple[str, float]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dew-preprocess plan-mixture", description=__doc__.split("\n\n")[0])
+    p = flags.parser("dew-preprocess plan-mixture", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", type=_corpus, action="append", required=True, help="DIR=WEIGHT; repeatable")
-    p.add_argument("--tokens", type=float, required=True, help="the token budget of the run (2e9 is fine)")
-    p.add_argument("--seq_len", type=int, required=True, help="window is seq_len + 1")
+    p.add_argument("--tokens", type=float, required=True, help="the token budget of the run, tokens (2e9 is fine)")
+    p.add_argument("--seq_len", type=int, required=True, help="tokens; a window is seq_len + 1")
     p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plan")
     p.add_argument("--split", default="train", help="the split the run trains on")
     p.add_argument("--output", required=True, help="where the plan JSON goes (local or gs://)")
@@ -44,12 +44,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    common.configure_logging()
-    args, rest = parser().parse_known_args(argv)
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     corpora = dict(args.corpus)
     if len(corpora) != len(args.corpus):
-        raise SystemExit("plan-mixture: a corpus is named twice")
+        raise flags.UsageError("a corpus is named twice")
     request = MixtureRequest(
         corpora=corpora, tokens=int(args.tokens), seq_len=args.seq_len, packing_bins=args.packing_bins, split=args.split
     )
@@ -65,4 +65,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["plan-mixture", *sys.argv[1:]]))

@@ -16,7 +16,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.pipelines import common
+from dew.pipelines import common, flags
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
@@ -26,35 +26,53 @@ from dew.preprocess.tokenizing import describe_tokenizer
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dew-preprocess tokenize", description=__doc__.split("\n\n")[0])
+    p = flags.parser("dew-preprocess tokenize", __doc__.split("\n\n")[0])
     p.add_argument("--input", action="append", required=True, help="file, glob or gs:// pattern; repeatable")
     p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
     p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
-    common.switch(p, "--pack", "write the eos id after every document")
+    flags.switch(p, "--pack", "write the eos id after every document")
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
-    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
+    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size, MiB")
     p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
-    p.add_argument("--seq_len", type=int, action="append", default=[], help="also write a packing plan; repeatable")
+    p.add_argument(
+        "--seq_len", type=int, action="append", default=[], help="tokens; also write a packing plan; repeatable"
+    )
     p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plans")
     p.add_argument("--text_field", default="text", help="JSON key or parquet column of the text")
     p.add_argument(
         "--txt_documents", default="file", choices=("file", "line"), help="a .txt file is one document, or one per line"
     )
-    p.add_argument("--max_document_bytes", type=int, default=64 << 20, help="longer documents are dropped as too_long")
+    p.add_argument(
+        "--max_document_bytes", type=int, default=64 << 20, help="bytes; longer documents are dropped as too_long"
+    )
     p.add_argument("--batch_size", type=int, default=512, help="documents per tokenizer call")
-    common.switch(p, "--strict", "fail on the first bad document instead of counting it")
-    common.switch(p, "--overwrite", "replace an output written by another config")
+    p.add_argument(
+        "--max_drop_fraction",
+        type=float,
+        default=0.5,
+        help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
+    )
+    flags.switch(p, "--strict", "fail on the first bad document instead of counting it")
+    flags.switch(p, "--overwrite", "replace an output written by another config")
     return p
 
 
 def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[str]]:
     """The corpus plan, its identity and the sorted input paths, all decided on the launcher."""
     inputs = expand_inputs(args.input)
-    for item in inputs:
-        kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
-    plan = CorpusPlan(
+    try:
+        for item in inputs:
+            kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
+        plan = _plan(args)
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
+
+
+def _plan(args: argparse.Namespace) -> CorpusPlan:
+    return CorpusPlan(
         output=args.output.rstrip("/"),
         tokenizer=describe_tokenizer(args.tokenizer, pack=args.pack, eos_id=args.eos_id),
         read=ReadOptions(
@@ -69,8 +87,8 @@ def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[s
         num_shards=args.num_shards,
         windows=tuple((seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))),
         batch_size=args.batch_size,
+        max_drop_fraction=args.max_drop_fraction,
     )
-    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
 
 
 def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
@@ -81,8 +99,8 @@ def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, path
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
-    common.configure_logging()
-    args, rest = parser().parse_known_args(argv)
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, paths = plan_from(args)
     if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
@@ -96,4 +114,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["tokenize", *sys.argv[1:]]))

@@ -21,6 +21,7 @@ from dew.data.sections import TokensSection
 from dew.preprocess import commit, documents, layout
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
+from dew.preprocess.drops import TooManyDropsError, check_drops
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shard_files import ShardFormat
@@ -36,6 +37,9 @@ class CorpusPlan:
     shard_bytes: the target shard size; each split gets ceil(its bytes / shard_bytes) shards.
     num_shards: forces the train split's shard count instead.
     windows: (seq_len, packing_bins) pairs to write packing plans for; empty writes none.
+    max_drop_fraction: the most of the documents read that may be dropped before the job fails
+        uncommitted; a job that writes no document fails whatever it is. It decides whether the corpus
+        commits, never a byte of it, so it is no part of config().
     """
 
     output: str
@@ -47,8 +51,11 @@ class CorpusPlan:
     num_shards: int | None = None
     windows: tuple[tuple[int, int], ...] = ()
     batch_size: int = 512
+    max_drop_fraction: float = 0.5
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.max_drop_fraction <= 1.0:
+            raise ValueError(f"max_drop_fraction must be in [0, 1], got {self.max_drop_fraction}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.shard_bytes < 1:
@@ -104,11 +111,20 @@ def build_meta(shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: 
 
 
 def corpus_stats(
-    meta: Meta, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+    meta: Meta,
+    corpus: Layout,
+    tallies: Mapping[str, Any],
+    packed: Sequence[Mapping[str, Any]],
+    paths: Mapping[int, str],
 ) -> dict[str, Any]:
-    """stats.json: what came in, what was dropped and why, what was written; the document books must balance."""
+    """stats.json: what came in, what was dropped and why (with the first row of each reason), what was
+    written; the document books must balance. `paths` names each file index."""
     dropped = {reason: tallies[reason] for reason in DROP_REASONS}
     dropped["no_tokens"] = corpus.empty_documents
+    examples = dict(tallies[documents.EXAMPLES])
+    if corpus.first_empty is not None:
+        file, row = corpus.first_empty
+        examples["no_tokens"] = {"path": paths[file], "row": row}
     if tallies["documents_in"] != corpus.documents + sum(dropped.values()):
         raise RuntimeError(
             f"document accounting is off: {tallies['documents_in']} read in, {corpus.documents} written, "
@@ -118,6 +134,7 @@ def corpus_stats(
         "documents_in": tallies["documents_in"],
         "documents_written": corpus.documents,
         "dropped": dropped,
+        "drop_examples": dict(sorted(examples.items())),
         "files_unreadable": tallies["files_unreadable"],
         "damaged_inputs": tallies["damaged_inputs"],
         "tokens": corpus.tokens,
@@ -197,7 +214,8 @@ class TokenizeCorpus(beam.PTransform):
             packed = beam.pvalue.AsList(meta.pipeline | "NoPacking" >> beam.Create([]))
         else:
             packed = beam.pvalue.AsList(meta | "Pack" >> PackCorpus(plan.output, plan.windows))
-        return meta | "Commit" >> beam.Map(_commit, plan.output, corpus, tallies, packed)
+        names = beam.pvalue.AsDict(paths)
+        return meta | "Commit" >> beam.Map(_commit, plan, corpus, tallies, packed, names)
 
 
 def _route(
@@ -210,7 +228,20 @@ def _route(
 
 
 def _commit(
-    meta: Meta, output: str, corpus: Layout, tallies: Mapping[str, int], packed: Sequence[Mapping[str, Any]]
+    meta: Meta,
+    plan: CorpusPlan,
+    corpus: Layout,
+    tallies: Mapping[str, Any],
+    packed: Sequence[Mapping[str, Any]],
+    paths: Mapping[int, str],
 ) -> Meta:
-    commit.commit_corpus(output, meta, corpus_stats(meta, corpus, tallies, packed))
+    stats = corpus_stats(meta, corpus, tallies, packed, paths)
+    try:
+        check_drops(stats, plan.max_drop_fraction)
+    except TooManyDropsError:
+        # The same inputs and config fail the same way, so nothing here is worth resuming; cleared,
+        # the output takes the rerun with corrected flags without asking for --overwrite.
+        commit.clear_output(plan.output)
+        raise
+    commit.commit_corpus(plan.output, meta, stats)
     return meta

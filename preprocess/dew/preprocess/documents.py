@@ -51,6 +51,9 @@ DROP_REASONS = ROW_REASONS + FILE_REASONS
 UNREADABLE_FILE = "unreadable_file"
 # Per-file tally entry listing each damaged file: its path, reason, rows read before the damage, error.
 DAMAGED = "damaged_inputs"
+# Per-file tally entry: the first row dropped for each reason ({"path", "row"}), so a job that drops
+# too much can show where to look.
+EXAMPLES = "drop_examples"
 NAMESPACE = "dew.preprocess"
 # Compressed bytes handed to the zstd decoder at once: one call inflates at most this times the ratio.
 _ZSTD_FEED = 1 << 13
@@ -187,6 +190,7 @@ class _ReadFile(beam.DoFn):
         index, path = element
         tally: collections.Counter[str] = collections.Counter()
         damaged: list[dict[str, Any]] = []
+        examples: dict[str, dict[str, Any]] = {}
         self.counters["files"].inc()
         try:
             for row, text, reason in self._rows(path):
@@ -196,6 +200,7 @@ class _ReadFile(beam.DoFn):
                     yield (index, row), text
                 else:
                     tally[reason] += 1
+                    examples.setdefault(reason, {"path": path, "row": row})
                     if self.options.strict:
                         raise BadInputError(
                             f"{path}: row {row}: {reason.replace('_', ' ')}; rerun without --strict to count it"
@@ -209,10 +214,11 @@ class _ReadFile(beam.DoFn):
             tally["documents_in"] += damage.lost
             tally[damage.reason] += damage.lost
             tally[UNREADABLE_FILE] += 1
+            examples.setdefault(damage.reason, {"path": path, "row": rows})
             damaged.append({"path": path, "reason": damage.reason, "rows_read": rows, "error": str(damage)})
         for name, value in tally.items():
             self.counters[name].inc(value)
-        yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged})
+        yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged, EXAMPLES: examples})
 
     def _rows(self, path: str) -> Iterator[tuple[int, str | None, str | None]]:
         kind, compression = kind_of(path)
@@ -347,15 +353,25 @@ class ReadDocuments(beam.PTransform):
 def merge_tallies(tallies: Any) -> dict[str, Any]:
     """Sums per-file tallies into one, every reason present (zero when nothing was dropped for it).
 
-    `damaged_inputs` lists every file that could not be read to its end, by path.
+    `damaged_inputs` lists every file that could not be read to its end, by path; `drop_examples` holds,
+    for each reason that dropped anything, its first row in path order (whatever order tallies came in).
     """
     total: collections.Counter[str] = collections.Counter()
     damaged: list[dict[str, Any]] = []
+    examples: dict[str, dict[str, Any]] = {}
     for tally in tallies:
         damaged.extend(tally.get(DAMAGED, ()))
-        total.update({name: value for name, value in tally.items() if name != DAMAGED})
+        for reason, example in tally.get(EXAMPLES, {}).items():
+            if reason not in examples or _place(example) < _place(examples[reason]):
+                examples[reason] = example
+        total.update({name: value for name, value in tally.items() if name not in (DAMAGED, EXAMPLES)})
     names = ("documents_in", "documents_read", *DROP_REASONS)
     result: dict[str, Any] = {name: int(total.get(name, 0)) for name in names}
     result["files_unreadable"] = int(total.get(UNREADABLE_FILE, 0))
     result[DAMAGED] = sorted(damaged, key=lambda d: d["path"])
+    result[EXAMPLES] = dict(sorted(examples.items()))
     return result
+
+
+def _place(example: dict[str, Any]) -> tuple[str, int]:
+    return example["path"], example["row"]

@@ -49,10 +49,11 @@ class FileLengths:
         order = np.argsort(rows, kind="stable")
         return cls(file=file, rows=rows[order], lengths=lengths[order])
 
-    def summary(self) -> tuple[int, int, int, int]:
-        """(file, tokens, documents with tokens, documents without)."""
-        empty = int(np.count_nonzero(self.lengths == 0))
-        return self.file, int(self.lengths.sum()), len(self.lengths) - empty, empty
+    def summary(self) -> tuple[int, int, int, int, int]:
+        """(file, tokens, documents with tokens, documents without, the first row without or -1)."""
+        without = self.rows[self.lengths == 0]
+        first = int(without[0]) if without.size else -1
+        return self.file, int(self.lengths.sum()), len(self.lengths) - len(without), len(without), first
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,13 +64,14 @@ class Layout:
     tokens: int
     documents: int
     empty_documents: int
+    first_empty: Key | None = None  # the first document without tokens, an example for stats.json
     cut: int
     shards: Mapping[str, int]
 
     @classmethod
     def plan(
         cls,
-        summaries: Iterable[tuple[int, int, int, int]],
+        summaries: Iterable[tuple[int, int, int, int, int]],
         *,
         val_fraction: float,
         itemsize: int,
@@ -79,18 +81,27 @@ class Layout:
         ordered = sorted(summaries)
         starts: dict[int, int] = {}
         position = documents = empty = 0
-        for file, tokens, full, none in ordered:
+        first_empty: Key | None = None
+        for file, tokens, full, none, first in ordered:
             starts[file] = position
             position += tokens
             documents += full
             empty += none
+            if first_empty is None and first >= 0:
+                first_empty = (file, first)
         val = int(position * val_fraction)
         cut = position - val
         shards = {TRAIN: num_shards or max(1, math.ceil(cut * itemsize / shard_bytes))}
         if val:
             shards[VAL] = max(1, math.ceil(val * itemsize / shard_bytes))
         return cls(
-            file_starts=starts, tokens=position, documents=documents, empty_documents=empty, cut=cut, shards=shards
+            file_starts=starts,
+            tokens=position,
+            documents=documents,
+            empty_documents=empty,
+            first_empty=first_empty,
+            cut=cut,
+            shards=shards,
         )
 
     def split_range(self, split: str) -> tuple[int, int]:

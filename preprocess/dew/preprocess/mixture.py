@@ -24,10 +24,9 @@ import numpy as np
 
 from dew.data import formats, packing
 from dew.data.formats import Meta
+from dew.data.tokens.plan import MIXTURE_FORMAT
 from dew.preprocess import files
 from dew.preprocess.pack import shard_document_ends
-
-MIXTURE_FORMAT = "dew.mixture/1"
 
 
 def read_corpus_meta(directory: str) -> Meta:

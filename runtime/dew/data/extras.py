@@ -26,6 +26,7 @@ EXTRAS: dict[str, str] = {
     "apache_beam": "beam",
     "jax": "jax",
     "orbax.checkpoint": "jax",
+    "matplotlib": "inspect",
 }
 
 

@@ -27,6 +27,7 @@ from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
+from dew.data.tokens.plan import MixturePlan, is_plan
 
 _log = logging.getLogger("dew.data")
 
@@ -79,9 +80,11 @@ class PackedTokens(IndexedSpec):
     is a fact about the corpus and the seed only orders the windows.
 
     path is one committed corpus or {path: weight}, where each weight is that corpus's share of the
-    windows of a step. phases instead switches mixtures at step boundaries, each corpus continuing its
-    order (path is then unset). records is the exact windows of a pass: one corpus's, a mixture's
-    pass until every corpus was read once, or the first phase's. Validation reads each corpus's val
+    windows of a step, or a mixture plan (a `.json` file `dew-preprocess plan-mixture` wrote): its
+    corpora at its weights, refused if a corpus changed since or seq_len and packing_bins are not the
+    plan's. phases instead switches mixtures at step boundaries, each corpus continuing its order
+    (path is then unset). records is the exact windows of a pass: one corpus's, a mixture's pass until
+    every corpus was read once, a plan's token budget, or the first phase's. Validation reads each corpus's val
     split, or val_batches whole batches of windows off the end of its plan, mixed at the same weights.
     """
 
@@ -108,10 +111,15 @@ class PackedTokens(IndexedSpec):
         return sorted(names)
 
     def _phases(self) -> tuple[DataPhase, ...]:
-        return self.phases if self.phases else (DataPhase(self.path),)
+        if self.phases:
+            return self.phases
+        return (DataPhase(dict(MixturePlan.read(self.path).weights) if is_plan(self.path) else self.path),)
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
+        plan = MixturePlan.read(self.path) if is_plan(self.path) else None
+        if plan is not None:
+            plan.check(seq_len=self.seq_len, packing_bins=self.packing_bins)
         for name in self.corpora:
             if not formats.exists(name):
                 raise FileNotFoundError(f"PackedTokens: no corpus at {name}")
@@ -133,7 +141,10 @@ class PackedTokens(IndexedSpec):
                 ],
                 self.seed,
             )
-        records = len(first[0].source) if len(first) == 1 else mixed_records(first)
+        if plan is not None:
+            records = plan.windows
+        else:
+            records = len(first[0].source) if len(first) == 1 else mixed_records(first)
         val_sources = [(name, read(name, batch)[1], weight) for name, weight in phases[0].weights.items()]
         val: Any = None
         if all(source is not None for _, source, _ in val_sources):

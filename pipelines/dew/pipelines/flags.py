@@ -1,0 +1,112 @@
+"""How every job reads its command line: its own flags, Beam's, and nothing else.
+
+A job's flags and Beam's PipelineOptions share one command line. A flag neither of them knows would
+reach Beam's PipelineOptions, which drops it with a log line nobody sees: `--seqlen 1024` or
+`--val-fraction 0.1` would run the job without them. So anything unknown is refused before the
+pipeline is built, naming the closest flag that exists. Abbreviations are refused too, as Beam's own
+parser does: `--seq` silently meaning `--seq_len` today could mean another flag tomorrow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+class UsageError(Exception):
+    """A command line the job cannot run: the message says what is wrong and what to type instead."""
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default where it has a real one; required flags and unset values say nothing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default in (None, [], argparse.SUPPRESS):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A job's argument parser: defaults in --help, no abbreviations, and --verbose."""
+    p = argparse.ArgumentParser(prog=prog, description=description, formatter_class=_Help, allow_abbrev=False)
+    switch(p, "--verbose", "on failure show the traceback (and Beam's own logs)")
+    return p
+
+
+def verbose(argv: Sequence[str]) -> bool:
+    """Whether argv asks for --verbose, however it is spelled, whatever else it holds."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    switch(p, "--verbose", "")
+    try:
+        return bool(p.parse_known_args(argv)[0].verbose)
+    except argparse.ArgumentError:  # --verbose=maybe: the job's own parser says what is wrong with it
+        return False
+
+
+def _truth(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"takes true or false, got {text!r}")
+
+
+def switch(p: argparse.ArgumentParser, name: str, help: str) -> None:
+    """A boolean flag: `--pack` and `--no-pack`, and `--pack=true` / `--pack=false` as flex templates pass it.
+
+    The Dataflow flex-template launcher hands every parameter over as `--name=value`, booleans included.
+    """
+    off = f"--no-{name[2:]}"
+    text = f"{help}; {off} turns it off"
+    p.add_argument(name, nargs="?", const=True, default=False, type=_truth, metavar="true|false", help=text)
+    p.add_argument(off, dest=name[2:], action="store_false", help=argparse.SUPPRESS)
+
+
+def option_strings(p: argparse.ArgumentParser) -> list[str]:
+    return [option for action in p._actions for option in action.option_strings]
+
+
+def beam_parser() -> argparse.ArgumentParser:
+    """Every flag Beam's PipelineOptions knows: each options class's own, as Beam gathers them itself."""
+    from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+    def every(cls: type) -> Iterable[type]:
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from every(sub)
+
+    # A class imported twice (a re-run main session) would add its flags twice: one of each name.
+    classes = {str(cls): cls for cls in every(PipelineOptions)}
+    p = _BeamArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in classes.values():
+        cls._add_argparse_args(p)
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None, *, beam: bool) -> tuple[Any, list[str]]:
+    """(the job's flags, the Beam flags) of argv; anything else raises UsageError, suggesting a flag."""
+    args, rest = p.parse_known_args(argv)
+    known = option_strings(p)
+    unknown = rest
+    if beam and rest:
+        other = beam_parser()
+        _, unknown = other.parse_known_args(rest)
+        known += option_strings(other)
+    if unknown:
+        raise UsageError(_refusal(p.prog, unknown, known, beam=beam))
+    return args, rest
+
+
+def _refusal(prog: str, unknown: list[str], known: list[str], *, beam: bool) -> str:
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if not flags:
+        return f"unexpected argument {' '.join(unknown)!r}: every value follows its --flag"
+    lines = []
+    for flag in flags:
+        near = difflib.get_close_matches(flag, known, n=1)
+        lines.append(f"unknown flag {flag}" + (f": did you mean {near[0]}?" if near else ""))
+    beam_too = " and Beam's pipeline options (--runner, --project, ...)" if beam else ""
+    lines.append(f"`{prog} --help` lists the flags it takes{beam_too}")
+    return "\n".join(lines)

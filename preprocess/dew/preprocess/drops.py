@@ -1,0 +1,51 @@
+"""The last check before a corpus commits: did the job write enough of what it read?
+
+Dropping a bad row is normal; dropping most rows is a mistake upstream (a wrong --text_field, a file
+of another format, a broken export) that counting alone would commit as a tiny or empty corpus. So a
+job that wrote no document, or dropped more than `max_drop_fraction` of what it read, fails before
+meta.json, naming its top reasons with the file and row of an example for each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# What to check for a reason whose usual cause is a flag rather than the data.
+_HINTS = {
+    "missing_field": "is the text under --text_field?",
+    "too_long": "see --max_document_bytes",
+    "malformed_json": "is the file jsonl, one JSON object a line?",
+    "invalid_utf8": "is the text UTF-8?",
+}
+_SHOWN = 3
+
+
+class TooManyDropsError(ValueError):
+    """The job wrote no document, or dropped more than it may: nothing was committed."""
+
+
+def check_drops(stats: Mapping[str, Any], max_drop_fraction: float) -> None:
+    """Raises TooManyDropsError when stats.json's books show nothing written or too much dropped."""
+    read, written = stats["documents_in"], stats["documents_written"]
+    dropped = sum(stats["dropped"].values())
+    if written and dropped <= max_drop_fraction * read:
+        return
+    if not read:
+        raise TooManyDropsError("the inputs hold no document: nothing to commit. Are they the files you meant?")
+    if written:
+        what = f"dropped {dropped / read:.1%} of {read:,} documents (--max_drop_fraction {max_drop_fraction})"
+    else:
+        what = f"wrote none of {read:,} documents"
+    lines = [f"the job {what}. Nothing was committed. Top drop reasons:"]
+    top = sorted(((-n, reason) for reason, n in stats["dropped"].items() if n))[:_SHOWN]
+    examples = stats.get("drop_examples", {})
+    for minus, reason in top:
+        n = -minus
+        line = f"  {reason}: {n:,} ({n / read:.1%})"
+        if reason in examples:
+            line += f", e.g. {examples[reason]['path']} row {examples[reason]['row']}"
+        if reason in _HINTS:
+            line += f" — {_HINTS[reason]}"
+        lines.append(line)
+    raise TooManyDropsError("\n".join(lines))
