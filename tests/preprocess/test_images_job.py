@@ -16,6 +16,7 @@ from dew.data import formats
 from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.images import pixels
 from dew.pipelines import images_job
+from dew.pipelines.flags import UsageError
 from dew.preprocess.images import ImagesPlan
 from tests.preprocess.photos import MAX_PIXELS, bad_images, good_images
 
@@ -292,5 +293,5 @@ def test_inputs_that_cannot_make_one_directory_are_refused(image_folder: Path, t
     (tmp_path / "dict" / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
     with pytest.raises(ValueError, match=r"DatasetDict.*\['test', 'train'\]"):
         find_sources([str(tmp_path / "dict")])
-    with pytest.raises(ValueError, match=r"no \{label\}"):
+    with pytest.raises(UsageError, match=r"no \{label\}"):
         images_job.main(["--input", str(tmp_path / "loose.png"), "--output", str(tmp_path / "o")])
