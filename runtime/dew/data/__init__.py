@@ -12,6 +12,8 @@ module and no line in this file.
 from typing import Any
 
 from dew.data import position
+from dew.data.batch import Batch, CaptionIds
+from dew.data.captions import AutoTextTokenizer
 from dew.data.chat import Role
 from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader, ramped
@@ -44,7 +46,10 @@ from dew.data.tokens import (
 __all__ = [
     "IDS_KEY",
     "MASK_KEY",
+    "AutoTextTokenizer",
+    "Batch",
     "ByteTokenizer",
+    "CaptionIds",
     "Checkpointable",
     "Corpus",
     "DataPartition",

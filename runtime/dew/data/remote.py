@@ -48,6 +48,11 @@ def exists(uri: str) -> bool:
     return bool(_filesystem().exists(uri))
 
 
+def list_names(uri: str) -> list[str]:
+    """The names of the objects directly under the gs:// prefix `uri`."""
+    return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
+
+
 def read_bytes(uri: str) -> bytes:
     """A small object (meta.json) read whole, uncached: it is what says whether the cache is current."""
     try:

@@ -1,4 +1,5 @@
-"""Captioned images: the pixel rules every image path shares, and the packed-dict record they are stored in.
+"""Captioned images: the pixel rules every image path shares, the packed-dict record they are stored in,
+and the image specs (ImageDataset and its kinds, in the modules beside this one, found by the registry).
 
 `pack_dict_of_byte_arrays` and `unpack_dict_of_byte_arrays` are the runtime's one record codec
 (dew.data.codec), named here too because image records are where most callers meet them.

@@ -80,7 +80,8 @@ class ImageRules:
 
     def check_pixels(self, pixels: np.ndarray) -> None:
         """Drops an image of one flat colour."""
-        if float(pixels.std()) < self.min_std:
+        # A standard deviation is never below zero, so a rule of 0 is skipped rather than paid for.
+        if self.min_std > 0 and float(pixels.std()) < self.min_std:
             raise ImageRejected(FLAT_COLOUR, f"every pixel is {pixels.reshape(-1, 3)[0].tolist()}")
 
 
@@ -142,7 +143,9 @@ def _rgb(image: Any) -> np.ndarray:
         rgba = np.asarray(image.convert("RGBA")).astype(np.float32)
         alpha = rgba[..., 3:] / 255.0
         return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
-    if mode in ("RGB", "L", "1", "P", "CMYK", "YCbCr", "LAB", "HSV"):
+    if mode == "RGB":
+        return np.asarray(image)  # already what we want: converting would only copy it
+    if mode in ("L", "1", "P", "CMYK", "YCbCr", "LAB", "HSV"):
         return np.ascontiguousarray(np.asarray(image.convert("RGB")))
     raise ImageRejected(NOT_RGB, f"mode {mode!r} has no RGB reading")
 

@@ -1,0 +1,56 @@
+"""ArrayRecordImages: captioned images in ArrayRecord shards, committed by the images job or raw."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from dew.data import formats
+from dew.data.images import shards
+from dew.data.images.base import ImageDataset, Opened
+from dew.data.registry import datasets
+
+_VALIDATION_SPLITS = ("val", "validation")
+
+
+@datasets("array_record_images")
+@dataclasses.dataclass(frozen=True)
+class ArrayRecordImages(ImageDataset):
+    """Reads image and caption pairs from ArrayRecord shards, each record a packed dict.
+
+    path is a committed `dew.images/1` directory (meta.json gives every shard's record count, so
+    start-up opens no shard; its `val` split, when it has one, is the validation pass), or a raw shard
+    set, path/*.array_record with no meta.json, as img2dataset writes it (`jpg` and `txt` are read as
+    the image and the caption). With shards, path is a root and each path/<shard>/ a raw shard set,
+    all of them read as one corpus in the order listed. Fields beyond the image and the caption pass
+    through as bytes. path may be gs:// or a gcsfuse mount of it.
+    """
+
+    path: str | None = None
+    shards: tuple[str, ...] = ()
+    split: str = "train"
+
+    def open(self, batch: int) -> Opened:
+        if self.path is None:
+            raise ValueError(f"{type(self).__name__}.path is unset: name a committed images directory or a shard root")
+        if self.shards:
+            return self.opened(self.raw_sets(self.path, self.shards), batch)
+        if formats.exists(os.path.join(self.path, formats.META)):
+            records, section = shards.committed(self.path, self.split)
+            meta = formats.read_meta(self.path, kind="images")
+            held = next((s for s in _VALIDATION_SPLITS if s in meta.splits and s != self.split), None)
+            if held is not None:
+                val = shards.committed(self.path, held)[0]
+                return Opened(train=records, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
+            train, val = self.held_out(records, batch, where=self.path)
+            return Opened(train=train, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
+        return self.opened(shards.raw(self.path, shards.raw_files(self.path)), batch)
+
+    def raw_sets(self, root: str, names: tuple[str, ...]) -> shards.ImageRecords:
+        """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
+        files = [f for name in names for f in shards.raw_files(os.path.join(root, name))]
+        return shards.raw(root, files)
+
+    def opened(self, records: shards.ImageRecords, batch: int) -> Opened:
+        train, val = self.held_out(records, batch, where=self.path or "")
+        return Opened(train=train, val=val, captioned=records.captioned)

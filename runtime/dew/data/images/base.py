@@ -1,0 +1,131 @@
+"""ImageDataset: the spec every image kind builds on, and what its load does with the records it opens."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import validate
+from dew.data.dataset import Dataset
+from dew.data.images.batches import Captions, ImageOrder, Pixels
+from dew.data.mixture import Corpus, MixtureOrder, mixed_records
+from dew.data.records import BatchRecords, describe_source, read_batch
+from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+
+
+class Window(BatchRecords):
+    """Records first .. first + count of `source`: a training head or a held-out tail."""
+
+    def __init__(self, source: Any, first: int, count: int) -> None:
+        if first < 0 or count < 0 or first + count > len(source):
+            raise ValueError(f"records {first}..{first + count} are outside a source of {len(source)}")
+        self.source, self.first, self.count = source, first, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def read_batch(self, indices: np.ndarray) -> Any:
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
+            raise IndexError(f"record {int(indices.max())} is outside this window of {self.count} records")
+        return read_batch(self.source, indices + self.first)
+
+    def describe(self) -> dict[str, Any]:
+        return {"first": self.first, "count": self.count, "source": describe_source(self.source)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Opened:
+    """What an image kind reads: its training and held-out records, or several corpora at weights.
+
+    captioned says whether the records carry captions; tokenizer names the tokenizer that wrote the
+    token ids stored beside them, when the caption-tokenize job did.
+    """
+
+    train: Any = None
+    val: Any = None
+    corpora: Sequence[Corpus] = ()
+    val_corpora: Sequence[Corpus] = ()
+    captioned: bool = True
+    tokenizer: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageDataset(IndexedSpec):
+    """Captioned images read through grain, each resized to image_size × image_size RGB.
+
+    A batch holds `image`, uint8 [B, image_size, image_size, 3], the `caption` strings, and every
+    extra field a record carries. `text` holds the caption's token ids, {"input_ids",
+    "attention_mask"}: from tokenize= when load is given one, or from the ids the caption-tokenize
+    job stored. The shorter side is scaled to round(image_size × crop_scale), with OpenCV's INTER_AREA
+    when it shrinks and INTER_LANCZOS4 when it grows, and a square is cut from its centre. For
+    training, random_crop cuts it at a random place instead and flip mirrors half the images; both
+    are drawn per record from (seed, the record's global index), so a resumed run sees the same
+    pixels. Validation always cuts the centre and never flips.
+
+    Each kind says what it opens (`open`); held-out records are its val split, or else val_batches
+    whole batches off the end of its records (0 or None holds nothing out).
+    """
+
+    image_size: int = 256
+    crop_scale: float = 1.0
+    random_crop: bool = False
+    flip: bool = False
+    val_batches: int | None = VAL_BATCHES
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate.fields(self, positive=("image_size",))
+        self.pixels()
+
+    def pixels(self) -> Pixels:
+        return Pixels(self.image_size, self.crop_scale, flip=self.flip, random_crop=self.random_crop)
+
+    def open(self, batch: int) -> Opened:
+        """The records this kind reads, with `batch` the global batch a held-out tail is cut in."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what it reads")
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        opened = self.open(batch)
+        if not opened.captioned:
+            self.uncaptioned(tokenize)
+        captions = self.captions(opened, tokenize)
+        if opened.corpora:
+            order = MixtureOrder(opened.corpora, self.seed)
+            val = MixtureOrder(opened.val_corpora, None) if opened.val_corpora else None
+            records = mixed_records(opened.corpora)
+            dataset = self.global_dataset(batch, train=None, val=val, order=order, records=records)
+        else:
+            dataset = self.global_dataset(batch, train=opened.train, val=opened.val)
+        train = dataclasses.replace(dataset.train, order=self.decoded(dataset.train.order, captions, augment=True))
+        val_reader = dataset.val
+        if val_reader is not None:
+            val_reader = dataclasses.replace(val_reader, order=self.decoded(val_reader.order, captions, augment=False))
+        return dataclasses.replace(dataset, train=train, val=val_reader)
+
+    def decoded(self, order: Any, captions: Captions, *, augment: bool) -> ImageOrder:
+        return ImageOrder(order, self.pixels(), captions, seed=self.seed, augment=augment)
+
+    def captions(self, opened: Opened, tokenize: Tokenize | None) -> Captions:
+        """Stored token ids when the records carry them; refuses a tokenize= of another tokenizer."""
+        if opened.tokenizer is None:
+            return Captions(tokenize=tokenize)
+        if tokenize is not None:
+            name = getattr(tokenize, "modelname", None) or getattr(tokenize, "name", None)
+            if name != opened.tokenizer:
+                raise ValueError(
+                    f"{type(self).__name__}: the captions were tokenized offline by {opened.tokenizer!r}, and "
+                    f"tokenize= is {name or type(tokenize).__name__!r}; drop tokenize= to read the stored ids, "
+                    "or rerun the caption-tokenize job with the tokenizer this run wants"
+                )
+        return Captions(stored=True)
+
+    def held_out(self, records: Any, batch: int, *, where: str) -> tuple[Any, Any]:
+        """(train, val): the records with val_batches whole batches cut off their end, or all of them."""
+        cut = self.held_out_tail(len(records), batch, path=where, what="image records")
+        if cut is None:
+            return records, None
+        return Window(records, 0, cut), Window(records, cut, len(records) - cut)

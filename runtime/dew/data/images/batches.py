@@ -1,0 +1,146 @@
+"""From stored image records to the batch a model reads: pixels, captions and their token ids.
+
+A source reads a batch of records as their stored fields (encoded image bytes, caption text, token
+ids). ImageOrder wraps the global order every spec trains on and finishes each batch in one call:
+it knows the global record index of every row, which is what keys the augmentation, so a run resumed
+at any record count, on any number of processes, draws the same crop and flip for every record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import validate
+from dew.data.images import pixels
+from dew.data.order import Order
+from dew.data.spec import Tokenize
+
+# Where each record of a batch came from ("<file> record <i>"), named in the error a bad image raises.
+# A source adds it beside the fields and ImageOrder removes it, so no batch a model sees carries it.
+WHERE = "__where__"
+TEXT_FIELDS = ("input_ids", "attention_mask")
+
+
+def record_rng(seed: int, index: int) -> np.random.Generator:
+    """The random draws of global record `index`: Philox keyed by (seed, index) through SeedSequence.
+
+    Keyed by the record's place in the stream rather than by its place in the corpus, so each epoch
+    crops a record afresh, and keyed by nothing else, so a resume draws what the first run drew.
+    """
+    mask = (1 << 64) - 1
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence((seed & mask, index & mask))))
+
+
+@dataclasses.dataclass(frozen=True)
+class Pixels:
+    """How a stored image becomes image_size × image_size RGB: decode, scale, square, and augment.
+
+    The shorter side is scaled to round(image_size × crop_scale) (INTER_AREA to shrink, LANCZOS4 to
+    enlarge, dew.data.images.pixels), and the image_size square is cut from the centre, or, with
+    random_crop, at a place drawn per record; flip mirrors half the records left to right. Draws
+    happen only when `keys` is given, which the training stream does and validation does not.
+    """
+
+    image_size: int
+    crop_scale: float = 1.0
+    flip: bool = False
+    random_crop: bool = False
+
+    def __post_init__(self) -> None:
+        validate.positive_int("image_size", self.image_size)
+        if not (isinstance(self.crop_scale, int | float) and 1.0 <= self.crop_scale <= 4.0):
+            raise ValueError(f"crop_scale must be a number in 1..4, got {self.crop_scale!r}")
+
+    @property
+    def scaled(self) -> int:
+        """The shorter side an image is scaled to before the square is cut."""
+        return max(self.image_size, round(self.image_size * self.crop_scale))
+
+    @property
+    def augments(self) -> bool:
+        return self.flip or self.random_crop
+
+    def __call__(
+        self, images: Sequence[bytes], where: Sequence[str], keys: Sequence[int] | None = None, seed: int = 0
+    ) -> np.ndarray:
+        size = self.image_size
+        out = np.empty((len(images), size, size, 3), dtype=np.uint8)
+        for row, data in enumerate(images):
+            try:
+                decoded = pixels.decode(bytes(data), size=self.scaled)
+            except pixels.ImageRejected as error:
+                raise ValueError(
+                    f"{where[row]}: the image cannot be decoded ({error}); rewrite the shards with the images job, "
+                    "which drops and counts such images"
+                ) from None
+            scaled = pixels.scale_shorter_side(decoded, self.scaled)
+            top = left = None
+            mirror = False
+            if keys is not None and self.augments:
+                rng = record_rng(seed, int(keys[row]))
+                if self.random_crop:
+                    top = int(rng.integers(0, scaled.shape[0] - size + 1))
+                    left = int(rng.integers(0, scaled.shape[1] - size + 1))
+                mirror = self.flip and bool(rng.random() < 0.5)
+            square = pixels.crop(scaled, size, top=top, left=left)
+            out[row] = square[:, ::-1] if mirror else square
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Captions:
+    """What becomes of a batch's captions: handed to `tokenize`, taken from stored ids, or kept as text."""
+
+    tokenize: Tokenize | None = None
+    stored: bool = False
+
+    def text(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
+        if self.stored:
+            return {name: np.asarray(batch[name], dtype=np.int32) for name in TEXT_FIELDS}
+        if self.tokenize is None:
+            return None
+        encoded = self.tokenize(list(batch["caption"]))
+        return dict(encoded) if isinstance(encoded, Mapping) else encoded
+
+
+class ImageOrder:
+    """An order whose batches leave decoded: `inner` reads the records, this makes them pixels and text.
+
+    The position a stream saves is the inner order's, and a resume is checked against it alone: how
+    images are resized is not part of what a run reads, so a run may go on at another image_size
+    (progressive resizing) and keep its place in the data.
+    """
+
+    def __init__(self, inner: Order, pixels: Pixels, captions: Captions, *, seed: int, augment: bool) -> None:
+        self.inner, self.pixels, self.captions = inner, pixels, captions
+        self.seed, self.augment = seed, augment
+
+    def read(self, ks: np.ndarray) -> dict[str, Any]:
+        ks = np.asarray(ks, dtype=np.int64)
+        batch = dict(self.inner.read(ks))
+        where = batch.pop(WHERE, None) or [f"global record {k}" for k in ks.tolist()]
+        images = batch.pop("image")
+        out: dict[str, Any] = {"image": self.pixels(images, where, ks if self.augment else None, self.seed)}
+        text = self.captions.text(batch)
+        for name in TEXT_FIELDS if self.captions.stored else ():
+            batch.pop(name)
+        out.update(batch)
+        if text is not None:
+            out["text"] = text
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
+        self.inner.check_resume(saved, records)
+
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
+        return self.inner.renamed_corpora(saved)
+
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
+        return self.inner.record_tokens(ks)

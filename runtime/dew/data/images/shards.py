@@ -1,0 +1,226 @@
+"""Image records in ArrayRecord shards, read a batch at a time: a committed directory or raw shard sets.
+
+Two layouts hold the same packed dicts (dew.data.codec):
+- a committed `dew.images/1` directory: meta.json names every shard, its record count and checksum,
+  and the fields (`image`, `caption`, the offline token ids and any extras);
+- a raw shard set, `<set>/*.array_record` with no meta.json, as img2dataset and FlaxDiff's converters
+  write them (`jpg` and `txt` fields beside `key` and `meta`). Record counts come from each file's
+  footer, and the fields from the first record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import formats, remote
+from dew.data.codec import unpack_dict_of_byte_arrays
+from dew.data.formats import Shard
+from dew.data.images.batches import TEXT_FIELDS, WHERE
+from dew.data.records import BatchRecords
+from dew.data.sections import ImagesSection
+
+# The names an image and a caption go by in raw shards, in the order they are looked for.
+IMAGE_NAMES = ("image", "jpg", "jpeg", "png", "webp")
+CAPTION_NAMES = ("caption", "txt", "text")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fields:
+    """Which stored field is the image, which the caption (None: uncaptioned), what else passes through,
+    and whether token ids written offline sit beside them."""
+
+    image: str
+    caption: str | None
+    extras: tuple[str, ...] = ()
+    token_ids: bool = False
+
+    @classmethod
+    def of(cls, names: Sequence[str], where: str, *, token_ids: bool = False) -> Fields:
+        image = next((n for n in IMAGE_NAMES if n in names), None)
+        if image is None:
+            known = ", ".join(IMAGE_NAMES)
+            raise ValueError(f"{where}: the records hold no image field ({known}); they hold {list(names)}")
+        caption = next((n for n in CAPTION_NAMES if n in names), None)
+        taken = {image, caption, *(TEXT_FIELDS if token_ids else ())}
+        return cls(image, caption, tuple(n for n in names if n not in taken), token_ids)
+
+
+class ImageRecords(BatchRecords):
+    """Every record of some ArrayRecord files in order, read by index a batch at a time.
+
+    A batch holds `image` (the stored bytes), `caption` (str) when captioned, the offline `input_ids`
+    and `attention_mask` (int32) when present, and every extra field as bytes. A file is opened on its
+    first read, in the process that reads it; a gs:// shard of a committed directory is fetched into
+    the local cache and checked against meta.json then.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[str],
+        counts: Sequence[int],
+        fields: Fields,
+        description: dict[str, Any],
+        *,
+        directory: str | None = None,
+        shards: Sequence[Shard] | None = None,
+    ) -> None:
+        self.files, self.fields, self.description = tuple(files), fields, description
+        self.directory, self.shards = directory, None if shards is None else tuple(shards)
+        self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
+        self._readers: dict[int, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_readers": {}}  # readers reopen in the worker that unpickles this
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    @property
+    def captioned(self) -> bool:
+        return self.fields.caption is not None
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.description, "records": len(self)}
+
+    def _reader(self, file: int) -> Any:
+        reader = self._readers.get(file)
+        if reader is None:
+            from array_record.python.array_record_module import ArrayRecordReader
+
+            path = self.files[file]
+            if self.shards is not None and remote.is_remote(path):
+                path = formats.verify_shard(self.directory, self.shards[file])
+            try:
+                reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+            except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
+                raise ValueError(f"{self.files[file]} is not a readable ArrayRecord file: {error}") from None
+            self._readers[file] = reader
+        return reader
+
+    def _raw(self, file: int, local: np.ndarray) -> list[bytes]:
+        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
+        order = np.argsort(local, kind="stable")
+        wanted = local[order]
+        reader = self._reader(file)
+        try:
+            if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
+                got = reader.read(int(wanted[0]), int(wanted[-1]) + 1)
+            else:
+                got = reader.read(wanted.tolist())
+        except Exception as error:
+            raise ValueError(f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt") from None
+        out: list[bytes] = [b""] * len(local)
+        for position, record in zip(order.tolist(), got, strict=True):
+            out[position] = record
+        return out
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
+            raise IndexError(f"record {int(indices.max())} is outside these {len(self)} image records")
+        file_of = np.searchsorted(self.ends, indices, side="right")
+        starts = np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[file_of]
+        local = indices - starts
+        raw: list[bytes] = [b""] * len(indices)
+        for file in np.unique(file_of).tolist():
+            rows = np.flatnonzero(file_of == file)
+            for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
+                raw[row] = record
+        where = [f"{self.files[f]} record {i}" for f, i in zip(file_of.tolist(), local.tolist(), strict=True)]
+        return self._fields([unpack_dict_of_byte_arrays(r, w) for r, w in zip(raw, where, strict=True)], where)
+
+    def _fields(self, records: list[dict[str, bytes]], where: list[str]) -> dict[str, Any]:
+        fields = self.fields
+        names = [fields.image, *([fields.caption] if fields.caption else []), *fields.extras]
+        names += list(TEXT_FIELDS) if fields.token_ids else []
+        for record, at in zip(records, where, strict=True):
+            missing = [n for n in names if n not in record]
+            if missing:
+                raise ValueError(f"{at}: the packed record has no field {missing[0]!r}; its fields are {list(record)}")
+        batch: dict[str, Any] = {"image": [r[fields.image] for r in records], WHERE: where}
+        if fields.caption:
+            batch["caption"] = [_text(r[fields.caption], at) for r, at in zip(records, where, strict=True)]
+        for name in fields.extras:
+            batch[name] = [r[name] for r in records]
+        if fields.token_ids:
+            for name in TEXT_FIELDS:
+                batch[name] = np.stack([_ids(r[name], name, at) for r, at in zip(records, where, strict=True)])
+        return batch
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where}: the caption is not UTF-8 ({error})") from None
+
+
+def _ids(data: bytes, name: str, where: str) -> np.ndarray:
+    if len(data) % 4:
+        raise ValueError(f"{where}: field {name!r} holds {len(data)} bytes, not whole int32 values")
+    return np.frombuffer(data, dtype="<i4").astype(np.int32)
+
+
+def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
+    """The records of one split of a committed images directory, and the directory's images section."""
+    meta = formats.read_meta(directory, kind="images")
+    section = meta.section
+    assert isinstance(section, ImagesSection)
+    shards = meta.shards(split)
+    if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
+        raise ValueError(f"{directory}: split {split!r} is not held in .array_record shards")
+    # A local shard's size is checked now; a gs:// one when a reader first opens it, after the fetch.
+    files = [
+        os.path.join(directory, s.name) if remote.is_remote(directory) else formats.verify_shard(directory, s)
+        for s in shards
+    ]
+    fields = Fields.of(section.fields, directory, token_ids=section.caption_length is not None)
+    description = {"images": "committed", "corpus": meta.fingerprint(), "split": split}
+    records = ImageRecords(files, [s.records for s in shards], fields, description, directory=directory, shards=shards)
+    return records, section
+
+
+def raw_files(directory: str) -> list[str]:
+    """The `*.array_record` files of a raw shard set, in name order."""
+    if remote.is_remote(directory):
+        names = remote.list_names(directory)
+    elif os.path.isdir(directory):
+        names = os.listdir(directory)
+    else:
+        raise FileNotFoundError(f"no shard directory at {directory}")
+    return [os.path.join(directory, n) for n in sorted(names) if n.endswith(".array_record")]
+
+
+def raw(directory: str, files: Sequence[str]) -> ImageRecords:
+    """The records of raw shard files with no meta.json: counts from each footer, fields from record 0.
+
+    A gs:// file is fetched whole into the local cache, since its footer is at its end; a gcsfuse
+    mount of the bucket reads only the footer.
+    """
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    if not files:
+        raise FileNotFoundError(f"{directory} holds no .array_record files")
+    local, counts, fields = [], [], None
+    for file in files:
+        path = remote.fetch(file) if remote.is_remote(file) else file
+        try:
+            reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+            counts.append(reader.num_records())
+            first = reader.read([0]) if counts[-1] and fields is None else None
+            reader.close()
+        except Exception as error:
+            raise ValueError(f"{file} is not a readable ArrayRecord file: {error}") from None
+        if first is not None:
+            fields = Fields.of(list(unpack_dict_of_byte_arrays(first[0], f"{file} record 0")), file)
+        local.append(path)
+    if fields is None:
+        raise ValueError(f"{directory}: its .array_record files hold no records")
+    relative = [os.path.relpath(f, os.path.dirname(directory.rstrip("/"))) for f in files]
+    description = {"images": "array_record", "files": relative, "counts": counts}
+    return ImageRecords(local, counts, fields, description)

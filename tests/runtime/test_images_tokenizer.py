@@ -1,0 +1,66 @@
+"""AutoTextTokenizer over a tiny CLIP-style tokenizer trained here, alone and as an image spec's tokenize=."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from dew.data import ArrayRecordImages, AutoTextTokenizer, Batch, Loading
+from tests.runtime import image_support as support
+from tests.support import read_global
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="module")
+def clip_like(tmp_path_factory) -> str:
+    """A word-level tokenizer saved in the Hugging Face layout with CLIP's context of 77."""
+    model = tokenizers.Tokenizer(tokenizers.models.WordLevel(unk_token="<unk>"))
+    model.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    trainer = tokenizers.trainers.WordLevelTrainer(special_tokens=["<pad>", "<unk>", "<bos>", "<eos>"])
+    model.train_from_iterator([f"photo {i} of a flower — é" for i in range(50)], trainer)
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=model, model_max_length=77, pad_token="<pad>", unk_token="<unk>"
+    )
+    directory = str(tmp_path_factory.mktemp("clip-like"))
+    fast.save_pretrained(directory)
+    return directory
+
+
+def test_captions_are_padded_and_cut_to_the_model_context(clip_like) -> None:
+    tokenize = AutoTextTokenizer(tensor_type="np", modelname=clip_like)
+    assert tokenize.context_length == 77
+    out = tokenize(["photo 3 of a flower", "flower " * 200])
+    assert set(out) == {"input_ids", "attention_mask"}
+    assert out["input_ids"].dtype == np.int32 and out["input_ids"].shape == (2, 77)
+    assert out["attention_mask"][0].tolist() == [1] * 5 + [0] * 72
+    assert out["attention_mask"][1].sum() == 77  # cut at the context
+    assert tokenize("photo 3")["input_ids"].shape == (1, 77)
+
+
+def test_it_travels_by_name_and_loads_again_where_it_is_unpickled(clip_like) -> None:
+    tokenize = AutoTextTokenizer(modelname=clip_like)
+    tokenize(["photo"])
+    copy = pickle.loads(pickle.dumps(tokenize))
+    assert copy._tokenizer is None and copy.modelname == clip_like
+    np.testing.assert_array_equal(copy(["photo 1"])["input_ids"], tokenize(["photo 1"])["input_ids"])
+
+
+def test_an_image_spec_stores_its_tokenized_captions_under_text(clip_like, tmp_path) -> None:
+    support.write_committed(str(tmp_path), {"train": [support.records(8)]})
+    images = ArrayRecordImages(str(tmp_path), image_size=16, val_batches=0, loading=Loading(workers=0, threads=2))
+    tokenize = AutoTextTokenizer(modelname=clip_like)
+    (batch,), _ = read_global(images.load(batch=4, tokenize=tokenize).train, 1, 1)
+    np.testing.assert_array_equal(batch["text"]["input_ids"], tokenize(batch["caption"])["input_ids"])
+    assert batch["text"]["attention_mask"].shape == (4, 77)
+    assert set(batch) <= set(Batch.__annotations__)  # Batch names every key an image spec emits
+
+
+def test_a_tokenizer_without_a_context_is_refused(tmp_path) -> None:
+    model = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
+    transformers.PreTrainedTokenizerFast(tokenizer_object=model, pad_token="<pad>").save_pretrained(str(tmp_path))
+    with pytest.raises(ValueError, match="declares no context length"):
+        AutoTextTokenizer(modelname=str(tmp_path))(["x"])
