@@ -27,7 +27,7 @@ $(TOOLS_STAMP):
 	touch $@
 
 demo: $(STAMP)
-	$(PY) -m dew.pipelines.demo
+	$(PY) -m dew.pipelines.demo --workdir demo-out
 
 test: $(STAMP) $(TOOLS_STAMP)
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
