@@ -17,7 +17,7 @@ setup: $(STAMP) $(TOOLS_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade uv
-	$(VENV)/bin/uv pip install --python $(PY) -e '.[all,test]'
+	$(VENV)/bin/uv pip install --python $(PY) -e '.[all,test,docs]'
 	touch $@
 
 $(TOOLS_STAMP):
@@ -27,7 +27,7 @@ $(TOOLS_STAMP):
 	touch $@
 
 demo: $(STAMP)
-	$(PY) -m dew.pipelines.demo
+	$(PY) -m dew.pipelines.demo --workdir demo-out
 
 test: $(STAMP) $(TOOLS_STAMP)
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
@@ -38,5 +38,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
 
+# The site goes to site/; --strict fails on any broken link, anchor or API reference.
+# NO_MKDOCS_2_WARNING only quiets a banner Material prints about MkDocs 2 on every build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) site .pytest_cache .ruff_cache .hypothesis

@@ -1,5 +1,5 @@
-"""dew.pipelines: job launchers over dew.preprocess, one module per job (tokenize, pack, plan_mixture, inspect).
+"""dew.pipelines: job launchers over dew.preprocess, one module per job, declared once in dew.pipelines.jobs.
 
-Each job parses its own flags first and hands the rest to Beam's PipelineOptions; `dew-preprocess JOB`
-and `python -m dew.pipelines.JOB` run the same code.
+Each job parses its own flags plus Beam's (anything else is refused, dew.pipelines.flags) and hands
+Beam's to its PipelineOptions; `dew-preprocess JOB` and `python -m <the job's module>` run the same code.
 """

@@ -135,7 +135,7 @@ class Prompts(IndexedSpec):
     Each prompt is rendered by tokenizer's chat template with the generation header, so a policy continues
     it as the assistant. A batch holds "prompt", int32 [B, max_prompt_len] left-padded with pad_id, and
     "prompt_length", int32 [B] real tokens. The reward context rides along as [B] numpy object arrays of
-    bytes, one key per field: "data_source", "ability", and "reward_model.<field>" and "extra_info.<field>"
+    bytes, one key per field: "data_source", "ability", and `"reward_model.<field>"` and `"extra_info.<field>"`
     for every field those hold. A text field is its UTF-8; a number, list or object its JSON text; a field a
     row lacks is b"". These are host-side values for the reward function, never for the device.
 

@@ -37,10 +37,10 @@ def load(
 ) -> Dataset:
     """The Dataset behind `source`, read where its provider already holds it.
 
-    `source` is "tfds/<builder>" or "hf/<name>", or a {source: weight} mixture of one provider's
+    `source` is `"tfds/<builder>"` or `"hf/<name>"`, or a `{source: weight}` mixture of one provider's
     datasets, each weight the share of a step it fills. This builds the registered spec and loads it:
-    load("hf/x", batch=8, options=o) is datasets["hf"](name="x", options=o).load(batch=8), so a run that
-    wants the spec in its config can write that instead. `options` is the provider's own type, and the
+    `load("hf/x", batch=8, options=o)` is `datasets["hf"](name="x", options=o).load(batch=8)`, so a run
+    that wants the spec in its config can write that instead. `options` is the provider's own type, and the
     other provider's is a TypeError naming both. `dataset` is an HF split the caller already holds
     (a datasets.Dataset or IterableDataset), passed to HubDataset.rows because a table has no config.
     """
