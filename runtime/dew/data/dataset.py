@@ -86,7 +86,7 @@ class Dataset:
         """
         import grain
 
-        loading = loading or Loading()
+        loading = (loading or Loading()).started()
         if isinstance(train, grain.MapDataset) and records is None:
             records = len(train)
         return cls(
@@ -144,12 +144,15 @@ def global_dataset(
     val_batches: int | None,
     order: Order | None = None,
     records: int | None = None,
+    in_process: bool = False,
 ) -> Dataset:
     """What every indexed spec's load builds: a shuffled endless stream and a bounded validation pass.
 
     `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
-    `val_batches` bounds the validation pass, None reading every whole batch of it.
+    `val_batches` bounds the validation pass, None reading every whole batch of it; `in_process`
+    reads in the training process unless the caller asked for workers (Loading.started).
     """
+    loading = loading.started(in_process=in_process)
     train_order = order if order is not None else ShuffledEpochs(train, seed)
     val_reader = None
     if val is not None and len(val) and val_batches != 0:
