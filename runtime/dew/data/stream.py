@@ -109,9 +109,11 @@ class _Started:
     their shared memory go while the modules that free them are still loaded.
     """
 
-    def __init__(self, iterator: grain.DatasetIterator, rows: _ShareRows | None, loading: Loading) -> None:
+    def __init__(
+        self, iterator: grain.DatasetIterator, *, from_workers: bool, rows: _ShareRows | None, stop_seconds: float
+    ) -> None:
         self.iterator: grain.DatasetIterator | None = iterator
-        self.rows, self.stop_seconds, self.from_workers = rows, loading.stop_seconds, loading.workers > 0
+        self.from_workers, self.rows, self.stop_seconds = from_workers, rows, stop_seconds
 
     def __next__(self) -> Any:
         if self.iterator is None:
@@ -176,7 +178,12 @@ class GlobalStream:
             reads = _ShareRows(self.order, self.schedule, self.partition)
             ds = grain.MapDataset.range(self._next_step, stop).map(reads)
             rows = self.partition.rows(self.schedule.step(self._next_step)[1])
-            self._started = _Started(_run(ds, self.loading, rows), reads, self.loading)
+            self._started = _Started(
+                _run(ds, self.loading, rows),
+                from_workers=self.loading.workers > 0,
+                rows=reads,
+                stop_seconds=self.loading.stop_seconds,
+            )
             self._finalizer = weakref.finalize(self, self._started.close)
         batch = next(self._started)
         self._next_step += 1
@@ -251,10 +258,16 @@ class ShareStream:
     """A share's own Grain iterator, batched where it is; its position is Grain's state for that share."""
 
     def __init__(
-        self, iterator: grain.DatasetIterator, partition: DataPartition, reads: Mapping[str, Any], loading: Loading
+        self,
+        iterator: grain.DatasetIterator,
+        partition: DataPartition,
+        reads: Mapping[str, Any],
+        *,
+        from_workers: bool = False,
     ):
         self.partition, self.reads = partition, dict(reads)
-        self._started = _Started(iterator, None, loading)
+        # Grain's close waits out what its iterator started, so there are no reads of ours to wait for.
+        self._started = _Started(iterator, from_workers=from_workers, rows=None, stop_seconds=0.0)
         self._finalizer = weakref.finalize(self, self._started.close)
 
     def __iter__(self) -> Iterator[Any]:
@@ -316,4 +329,4 @@ class ShareReader:
         ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
         if self.loading.workers:
             ds = workers.prefetch(ds, self.loading)
-        return ShareStream(iter(ds), partition, self.reads, self.loading)
+        return ShareStream(iter(ds), partition, self.reads, from_workers=self.loading.workers > 0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import inspect
 import os
 import sys
 import threading
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
 # within about this long, and one getppid() a second costs nothing.
 _PARENT_POLL_SECONDS = 1.0
 
-MAIN_GUARD_FIX = (
+_MAIN_GUARD_FIX = (
     'put the code that reads batches under `if __name__ == "__main__":` (or in a function called from '
     "there), or read in process with Loading(workers=0)"
 )
@@ -58,15 +57,16 @@ def check_main_guard() -> None:
     path = getattr(main, "__file__", None)
     frame = _top_level_frame(main)
     if frame is None or path is None:
-        return  # an interactive session, `python -c` or a test runner: spawn re-runs nothing
+        return  # an interactive session or `python -c`: spawn has no script to re-run
     try:
-        source = inspect.getsource(main)  # type: ignore[arg-type]
-    except (OSError, TypeError):
-        return
-    if not _guarded(ast.parse(source), frame.f_lineno):
+        with open(path, encoding="utf-8") as script:
+            tree = ast.parse(script.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return  # not a source file spawn could re-run as such
+    if not _guarded(tree, frame.f_lineno):
         raise RuntimeError(
             f"{path}, line {frame.f_lineno}: worker processes would start from the top level of the main "
-            f"script, which every worker re-runs on start; {MAIN_GUARD_FIX}"
+            f"script, which every worker re-runs on start; {_MAIN_GUARD_FIX}"
         )
 
 
