@@ -86,7 +86,7 @@ class Dataset:
         """
         import grain
 
-        loading = loading or Loading()
+        loading = (loading or Loading()).started()
         if isinstance(train, grain.MapDataset) and records is None:
             records = len(train)
         return cls(
@@ -144,17 +144,20 @@ def global_dataset(
     val_batches: int | None,
     order: Order | None = None,
     records: int | None = None,
+    in_process: bool = False,
 ) -> Dataset:
     """What every indexed spec's load builds: a shuffled endless stream and a bounded validation pass.
 
     `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
-    `val_batches` bounds the validation pass, None reading every whole batch of it.
+    `val_batches` bounds the validation pass, None reading every whole batch of it; `in_process`
+    reads in the training process unless the caller asked for workers (Loading.started).
     """
     if records is not None and train is not None and records > len(train):
         raise ValueError(
             f"records={records} is more than the {len(train)} records the training split holds: a pass over "
             "it would count records that do not exist; leave records unset to use the split's own length"
         )
+    loading = loading.started(in_process=in_process)
     train_order = order if order is not None else ShuffledEpochs(train, seed)
     val_reader = None
     if val is not None and len(val) and val_batches != 0:

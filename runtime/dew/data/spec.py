@@ -33,6 +33,9 @@ class DatasetSpec:
 
     # Set by the registry: the name this kind is registered under.
     kind: ClassVar[str] = ""
+    # A kind whose reads are plain copies out of a memmap sets this: a worker process would only copy
+    # each batch once more through shared memory, so the default Loading reads in the training process.
+    reads_in_process: ClassVar[bool] = False
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         """The dataset's batches: `batch` records a step across every process."""
@@ -89,6 +92,7 @@ class IndexedSpec(DatasetSpec):
             val_batches=self.val_batches,
             order=order,
             records=records,
+            in_process=self.reads_in_process,
         )
 
     def held_out_tail(self, available: int, batch: int, *, path: str, what: str) -> int | None:

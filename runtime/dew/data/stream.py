@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dew.data import position
+from dew.data import position, workers
 from dew.data.loading import Loading
 from dew.data.order import Order
 from dew.data.partition import DataPartition
@@ -73,16 +74,6 @@ class _ShareRows:
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
-def _multiprocess(loading: Loading) -> grain.MultiprocessingOptions:
-    import grain
-    from absl import flags
-
-    # Grain's workers read absl flags; outside an absl app nobody parsed them, so take the defaults.
-    if not flags.FLAGS.is_parsed():
-        flags.FLAGS.mark_as_parsed()
-    return grain.MultiprocessingOptions(num_workers=loading.workers, per_worker_buffer_size=loading.worker_buffer)
-
-
 def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIterator:
     import grain
 
@@ -90,8 +81,55 @@ def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIter
     read = grain.ReadOptions(num_threads=min(loading.threads, prefetch), prefetch_buffer_size=prefetch)
     it = ds.to_iter_dataset(read)
     if loading.workers:
-        it = it.mp_prefetch(_multiprocess(loading))
+        it = workers.prefetch(it, loading)
     return iter(it)
+
+
+def _owned(batch: Any) -> Any:
+    """`batch` with every array a worker handed over in shared memory copied into the caller's own.
+
+    Grain frees a shared-memory array when it is collected, which for a batch the caller still
+    holds at interpreter exit is after grain's modules are gone: it fails there, loudly, and leaves
+    the segment behind. One copy of a batch is small beside the reads and decoding that made it.
+    """
+    if isinstance(batch, np.ndarray):
+        return batch if type(batch) is np.ndarray else np.array(batch)
+    if isinstance(batch, dict):
+        return {key: _owned(value) for key, value in batch.items()}
+    if type(batch) in (list, tuple):
+        return type(batch)(_owned(value) for value in batch)
+    return batch
+
+
+class _Started:
+    """What one stream started: grain's iterator and, for a global stream, the reads it runs.
+
+    A stream's finalizer holds this rather than the stream, so that what a stream started is closed
+    when the stream is collected or the interpreter exits without close(): then grain's workers and
+    their shared memory go while the modules that free them are still loaded.
+    """
+
+    def __init__(
+        self, iterator: grain.DatasetIterator, *, from_workers: bool, rows: _ShareRows | None, stop_seconds: float
+    ) -> None:
+        self.iterator: grain.DatasetIterator | None = iterator
+        self.from_workers, self.rows, self.stop_seconds = from_workers, rows, stop_seconds
+
+    def __next__(self) -> Any:
+        if self.iterator is None:
+            raise RuntimeError("this data iterator is closed")
+        batch = next(self.iterator)
+        return _owned(batch) if self.from_workers else batch
+
+    def close(self) -> None:
+        # Dropped, not only closed: grain's iterators close themselves again when collected, and at
+        # interpreter exit that must happen now, while grain's modules are still loaded.
+        iterator, self.iterator = self.iterator, None
+        if iterator is None:
+            return
+        iterator.close()
+        if self.rows is not None and not self.rows.stop(self.stop_seconds):
+            raise RuntimeError(f"a read of this data iterator was still running {self.stop_seconds:.0f} s after close")
 
 
 class GlobalStream:
@@ -120,8 +158,9 @@ class GlobalStream:
         # the counting waits for get_state, where one vectorised pass is far cheaper than one per step.
         self._tokens: dict[str, int] = {}
         self._counted_step = 0
-        self._iterator: grain.DatasetIterator | None = None
-        self._rows: _ShareRows | None = None
+        self._started: _Started | None = None
+        # Closes what the stream started, on close(), on collection, or at exit without either.
+        self._finalizer: weakref.finalize | None = None
         self._closed = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -132,15 +171,21 @@ class GlobalStream:
             raise RuntimeError("this data iterator is closed")
         if self.steps is not None and self._next_step >= self.steps:
             raise StopIteration
-        if self._iterator is None:
+        if self._started is None:
             import grain
 
             stop = _ENDLESS if self.steps is None else self.steps
-            self._rows = _ShareRows(self.order, self.schedule, self.partition)
-            ds = grain.MapDataset.range(self._next_step, stop).map(self._rows)
+            reads = _ShareRows(self.order, self.schedule, self.partition)
+            ds = grain.MapDataset.range(self._next_step, stop).map(reads)
             rows = self.partition.rows(self.schedule.step(self._next_step)[1])
-            self._iterator = _run(ds, self.loading, rows)
-        batch = next(self._iterator)
+            self._started = _Started(
+                _run(ds, self.loading, rows),
+                from_workers=self.loading.workers > 0,
+                rows=reads,
+                stop_seconds=self.loading.stop_seconds,
+            )
+            self._finalizer = weakref.finalize(self, self._started.close)
+        batch = next(self._started)
         self._next_step += 1
         return batch
 
@@ -179,13 +224,9 @@ class GlobalStream:
         self._tokens = {renamed.get(str(name), str(name)): int(count) for name, count in saved.tokens.items()}
 
     def _release(self) -> None:
-        if self._iterator is not None:
-            self._iterator.close()
-            self._iterator = None
-            if not self._rows.stop(self.loading.stop_seconds):
-                raise RuntimeError(
-                    f"a read of this data iterator was still running {self.loading.stop_seconds:.0f} s after close"
-                )
+        if self._finalizer is not None:
+            self._started, finalizer, self._finalizer = None, self._finalizer, None
+            finalizer()
 
     def close(self) -> None:
         """Stops the readers (threads and worker processes) this iterator started. Idempotent."""
@@ -218,14 +259,30 @@ class GlobalReader:
 class ShareStream:
     """A share's own Grain iterator, batched where it is; its position is Grain's state for that share."""
 
-    def __init__(self, iterator: grain.DatasetIterator, partition: DataPartition, reads: Mapping[str, Any]):
-        self._iterator, self.partition, self.reads = iterator, partition, dict(reads)
+    def __init__(
+        self,
+        iterator: grain.DatasetIterator,
+        partition: DataPartition,
+        reads: Mapping[str, Any],
+        *,
+        from_workers: bool = False,
+    ):
+        self.partition, self.reads = partition, dict(reads)
+        # Grain's close waits out what its iterator started, so there are no reads of ours to wait for.
+        self._started = _Started(iterator, from_workers=from_workers, rows=None, stop_seconds=0.0)
+        self._finalizer = weakref.finalize(self, self._started.close)
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
-        return next(self._iterator)
+        return next(self._started)
+
+    @property
+    def _iterator(self) -> grain.DatasetIterator:
+        if self._started.iterator is None:
+            raise RuntimeError("this data iterator is closed")
+        return self._started.iterator
 
     def get_state(self) -> position.Position:
         state = self._iterator.get_state()
@@ -251,7 +308,7 @@ class ShareStream:
         self._iterator.set_state(dict(saved.state))
 
     def close(self) -> None:
-        self._iterator.close()
+        self._finalizer()
 
     def __enter__(self) -> ShareStream:
         return self
@@ -270,9 +327,8 @@ class ShareReader:
     reads: Mapping[str, Any]
 
     def __call__(self, partition: DataPartition | None = None) -> ShareStream:
-
         partition = partition or DataPartition()
         ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
         if self.loading.workers:
-            ds = ds.mp_prefetch(_multiprocess(self.loading))
-        return ShareStream(iter(ds), partition, self.reads)
+            ds = workers.prefetch(ds, self.loading)
+        return ShareStream(iter(ds), partition, self.reads, from_workers=self.loading.workers > 0)

@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from dew.data import formats, validate
 from dew.data.config import json_list_argument
@@ -87,6 +87,8 @@ class PackedTokens(IndexedSpec):
     every corpus was read once, a plan's token budget, or the first phase's. Validation reads each corpus's val
     split, or val_batches whole batches of windows off the end of its plan, mixed at the same weights.
     """
+
+    reads_in_process: ClassVar[bool] = True
 
     path: str | Mapping[str, float] | None = None
     phases: Annotated[tuple[DataPhase, ...], json_list_argument(DataPhase)] = ()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -67,6 +67,8 @@ class TokenWindows(IndexedSpec):
     of windows are held out of the stream's tail (None then holds nothing out, since there is no split
     to score whole). The training position is one global window count.
     """
+
+    reads_in_process: ClassVar[bool] = True
 
     path: str | None = None
     seq_len: int = 256
