@@ -154,3 +154,23 @@ def test_launch_dispatches_by_job(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         launch.run(["--job", "pack", "--help"])
     assert "dew-preprocess pack" in capsys.readouterr().out
+
+
+@pytest.mark.beam
+@pytest.mark.slow
+def test_a_user_error_on_a_worker_process_is_one_message_with_no_traceback(tmp_path: Path) -> None:
+    """The local runner's worker processes print a failed step's traceback to the launcher's stderr;
+    for a mistake of the user's, nothing but the launcher's one message reaches the terminal."""
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"body": f"document {i}"}) + "\n" for i in range(12)))
+    command = [sys.executable, "-m", "dew.pipelines.cli", "tokenize", "--input", str(source)]
+    done = subprocess.run(
+        [*command, "--output", str(tmp_path / "out"), "--direct_num_workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "dew-preprocess tokenize: the job wrote none of 12 documents" in done.stderr

@@ -8,6 +8,7 @@ traceback of a mistake too.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
@@ -15,16 +16,12 @@ from collections.abc import Sequence
 
 from dew.pipelines import flags
 from dew.pipelines.jobs import JOBS, find
+from dew.preprocess import quiet
 
 USAGE_EXIT = 2
 # Errors that are the user's to fix, by qualified name: a job's own, or raised on a Beam worker and
 # reported back as text only (the multi-process runner and Dataflow relay the worker's traceback).
-USER_ERRORS = (
-    "dew.pipelines.flags.UsageError",
-    "dew.preprocess.commit.OutputConflictError",
-    "dew.preprocess.documents.BadInputError",
-    "dew.preprocess.drops.TooManyDropsError",
-)
+USER_ERRORS = ("dew.pipelines.flags.UsageError", *quiet.USER_ERRORS)
 # Raised on the launcher only: there, a missing file is a path the user gave.
 LAUNCHER_ERRORS = ("builtins.FileNotFoundError",)
 # A relayed message runs from its class name to the blank line (or the end) after it.
@@ -62,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if job is None:
         print(f"dew-preprocess: unknown job {args[0]!r}\n\n{usage()}", file=sys.stderr)
         return USAGE_EXIT
+    if flags.verbose(args):
+        os.environ[quiet.VERBOSE] = "1"  # workers inherit it: they print every traceback too
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
         job.load().main(args[1:])

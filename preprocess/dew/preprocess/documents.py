@@ -34,6 +34,7 @@ import apache_beam as beam
 
 from dew.data.extras import require
 from dew.preprocess import files
+from dew.preprocess.quiet import user_error
 
 STATS_TAG = "stats"
 # Reasons a row is dropped; a counter and a stats.json entry each.
@@ -202,14 +203,18 @@ class _ReadFile(beam.DoFn):
                     tally[reason] += 1
                     examples.setdefault(reason, {"path": path, "row": row})
                     if self.options.strict:
-                        raise BadInputError(
-                            f"{path}: row {row}: {reason.replace('_', ' ')}; rerun without --strict to count it"
+                        raise user_error(
+                            BadInputError(
+                                f"{path}: row {row}: {reason.replace('_', ' ')}; rerun without --strict to count it"
+                            )
                         )
         except _Damaged as damage:
             rows = tally["documents_in"]
             what = f"{path}: {damage.reason.replace('_', ' ')} after {rows} rows ({damage})"
             if self.options.strict:
-                raise BadInputError(f"{what}; rerun without --strict to keep those rows and count the rest") from None
+                raise user_error(
+                    BadInputError(f"{what}; rerun without --strict to keep those rows and count the rest")
+                ) from None
             logging.warning("%s; the rest of the file is counted as dropped", what)
             tally["documents_in"] += damage.lost
             tally[damage.reason] += damage.lost

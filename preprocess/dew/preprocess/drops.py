@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dew.preprocess.quiet import user_error
+
 # What to check for a reason whose usual cause is a flag rather than the data.
 _HINTS = {
     "missing_field": "is the text under --text_field?",
@@ -32,7 +34,8 @@ def check_drops(stats: Mapping[str, Any], max_drop_fraction: float) -> None:
     if written and dropped <= max_drop_fraction * read:
         return
     if not read:
-        raise TooManyDropsError("the inputs hold no document: nothing to commit. Are they the files you meant?")
+        nothing = "the inputs hold no document: nothing to commit. Are they the files you meant?"
+        raise user_error(TooManyDropsError(nothing))
     if written:
         what = f"dropped {dropped / read:.1%} of {read:,} documents (--max_drop_fraction {max_drop_fraction})"
     else:
@@ -48,4 +51,4 @@ def check_drops(stats: Mapping[str, Any], max_drop_fraction: float) -> None:
         if reason in _HINTS:
             line += f" — {_HINTS[reason]}"
         lines.append(line)
-    raise TooManyDropsError("\n".join(lines))
+    raise user_error(TooManyDropsError("\n".join(lines)))
