@@ -11,6 +11,7 @@ names; each parameter's help says which jobs read it.
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import sys
 from collections.abc import Sequence
@@ -102,7 +103,9 @@ def flag_reference() -> str:
             else:
                 default = f"`{str(action.default).lower() if isinstance(action.default, bool) else action.default}`"
             choices = f" (one of {', '.join(f'`{c}`' for c in action.choices)})" if action.choices else ""
-            lines.append(f"| `{name}` | {default} | {action.help}{choices} |")
+            # Markdown would take text in angle brackets (`<stem>.txt`) for an HTML tag and drop it.
+            text = html.escape(action.help or "", quote=False).replace("|", "\\|")
+            lines.append(f"| `{name}` | {default} | {text}{choices} |")
     return "\n".join([*lines, "", FLAGS_END])
 
 
