@@ -1,6 +1,6 @@
 """Checking that a local file holds the bytes its writer committed, at most once per host per file state.
 
-meta.json records each shard's sha256 and, from writers with google-crc32c, its crc32c (≈8× cheaper to
+meta.json records each shard's sha256 and, from writers with google-crc32c, its crc32c (≈4× cheaper to
 compute here, and what GCS keeps per object). Hashing a shard on every open would cost every worker
 process of every host a full read, so a verdict is cached: one small file per (path, size, mtime,
 ctime, inode, device, checksum kind) under $DEW_CACHE_DIR/verified, holding the checksum that matched.
