@@ -1,4 +1,4 @@
-"""Fixtures shared by every suite: a GCS emulator on 127.0.0.1."""
+"""Fixtures shared by every suite: a cache directory of the session's own, a GCS emulator on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -10,6 +10,21 @@ from collections.abc import Iterator
 import pytest
 
 BUCKET = "dew-test"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dew_cache(tmp_path_factory) -> Iterator[str]:
+    """The session's own DEW_CACHE_DIR: readers cache fetched shards and verification verdicts there,
+    never in the home directory."""
+    previous = os.environ.get("DEW_CACHE_DIR")
+    os.environ["DEW_CACHE_DIR"] = str(tmp_path_factory.mktemp("dew-cache"))
+    try:
+        yield os.environ["DEW_CACHE_DIR"]
+    finally:
+        if previous is None:
+            os.environ.pop("DEW_CACHE_DIR", None)
+        else:
+            os.environ["DEW_CACHE_DIR"] = previous
 
 
 def _free_port() -> int:
