@@ -1,4 +1,5 @@
-"""Fixtures shared by every suite: a cache directory of the session's own, a GCS emulator on 127.0.0.1."""
+"""Fixtures shared by every suite: a cache directory of the session's own, a GCS emulator on 127.0.0.1,
+and a fault-injecting proxy in front of it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
+from tests.gcs_faults import FaultProxy
 
 BUCKET = "dew-test"
 
@@ -64,3 +67,17 @@ def gcs_emulator() -> Iterator[str]:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:
             os.environ["STORAGE_EMULATOR_HOST"] = previous
+
+
+@pytest.fixture
+def gcs_faults(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of the emulator; STORAGE_EMULATOR_HOST points at it for the test.
+
+    Nothing is injected until the test schedules faults with `inject`; every request is counted.
+    """
+    proxy = FaultProxy(gcs_emulator).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
