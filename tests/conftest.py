@@ -1,4 +1,5 @@
-"""Fixtures shared by every suite: a GCS emulator on 127.0.0.1."""
+"""Fixtures shared by every suite: a cache directory of the session's own, a GCS emulator on 127.0.0.1,
+and a fault-injecting proxy in front of it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,24 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.gcs_faults import FaultProxy
+
 BUCKET = "dew-test"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dew_cache(tmp_path_factory) -> Iterator[str]:
+    """The session's own DEW_CACHE_DIR: readers cache fetched shards and verification verdicts there,
+    never in the home directory."""
+    previous = os.environ.get("DEW_CACHE_DIR")
+    os.environ["DEW_CACHE_DIR"] = str(tmp_path_factory.mktemp("dew-cache"))
+    try:
+        yield os.environ["DEW_CACHE_DIR"]
+    finally:
+        if previous is None:
+            os.environ.pop("DEW_CACHE_DIR", None)
+        else:
+            os.environ["DEW_CACHE_DIR"] = previous
 
 
 def _free_port() -> int:
@@ -49,3 +67,17 @@ def gcs_emulator() -> Iterator[str]:
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:
             os.environ["STORAGE_EMULATOR_HOST"] = previous
+
+
+@pytest.fixture
+def gcs_faults(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """A FaultProxy in front of the emulator; STORAGE_EMULATOR_HOST points at it for the test.
+
+    Nothing is injected until the test schedules faults with `inject`; every request is counted.
+    """
+    proxy = FaultProxy(gcs_emulator).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.url)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

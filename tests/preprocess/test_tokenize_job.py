@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dew.data import formats, packing
+from dew.data import formats, integrity, packing
 from dew.data.text import ByteTokenizer, HFTokenizer
 from dew.pipelines import cli
 from dew.pipelines import pack as pack_job
@@ -59,6 +59,7 @@ def test_byte_corpus_holds_every_document_in_order_with_eos(text_inputs: Path, t
     assert all(train[s - 1] == 256 for s in starts if s > 0)  # shards break between documents
     for split in meta.splits:
         for shard in meta.shards(split):
+            assert integrity.digests(str(out / shard.name)) == (shard.sha256, shard.crc32c) and shard.crc32c
             formats.verify_shard(str(out), shard, checksum=True)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["documents_in"] == stats["documents_written"] + sum(stats["dropped"].values()) == 40

@@ -33,7 +33,7 @@ def test_every_kind_round_trips_through_json(section, tmp_path) -> None:
     formats.write_meta(str(tmp_path), written)
     data = json.loads((tmp_path / formats.META).read_text())
     assert data["format"] == f"dew.{section.KIND}/{section.VERSION}"
-    assert set(data) == {"format", "splits", "config", "inputs", section.KIND}
+    assert set(data) == {"format", "splits", "config", "inputs", "checksum", section.KIND}
     back = formats.read_meta(str(tmp_path), kind=section.KIND)
     assert back == written and back.fingerprint() == written.fingerprint()
 

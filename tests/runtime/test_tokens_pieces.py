@@ -125,7 +125,7 @@ def test_an_index_of_another_corpus_is_ignored_and_recomputed(corpus, monkeypatc
 def test_a_corrupt_index_is_refused_by_name(corpus) -> None:
     with open(index_path(corpus), "wb") as f:
         f.write(b"PK\x03\x04 torn in the middle of a write")
-    with pytest.raises(ValueError, match=r"train\.pieces\.npz is not a readable piece index.*delete it"):
+    with pytest.raises(ValueError, match=r"train\.pieces\.npz is not a readable .*delete it"):
         open_tokens(corpus)
 
 

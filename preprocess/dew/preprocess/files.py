@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
+from dew.data import integrity
+
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
 TEMP_DIR = ".dew-tmp"
 _COPY_CHUNK = 1 << 22
@@ -209,15 +211,19 @@ def write_atomic(path: str, data: bytes, output: str) -> None:
         os.unlink(f.name)
 
 
-def sha256_of(path: str) -> tuple[str, int]:
-    """(sha256, size) of a file anywhere FileSystems reaches, read in chunks."""
-    digest = hashlib.sha256()
+def checksums_of(path: str) -> tuple[str, str, int]:
+    """(sha256, crc32c, size) of a file anywhere FileSystems reaches, read once in chunks.
+
+    crc32c is what readers check a local shard against when they can (much cheaper than sha256);
+    it is "" where google-crc32c is missing, and readers then check sha256.
+    """
+    digest = integrity.Digest()
     size = 0
     with open_read(path) as f:
         while block := f.read(_COPY_CHUNK):
             digest.update(block)
             size += len(block)
-    return digest.hexdigest(), size
+    return digest.sha256, digest.crc32c, size
 
 
 def download(path: str, directory: str) -> str:

@@ -88,7 +88,7 @@ class _WriteShard(beam.DoFn):
             # its bytes are what this run would write, so only the counts are recomputed.
             keyed = sorted((tuple(key), self.fmt.units(record)) for key, record in records)
             lengths = np.array([length for _, length in keyed], dtype=np.int64)
-            digest, size = files.sha256_of(final)
+            sha256, crc32c, size = files.checksums_of(final)
             expected = int(lengths.sum()) * self.fmt.dtype.itemsize
             if self.fmt.ext == "bin" and size != expected:
                 raise RuntimeError(
@@ -110,7 +110,7 @@ class _WriteShard(beam.DoFn):
                     target = os.path.join(work, name)
                 write_shard_file(target, self.fmt, spill.ordered())
                 lengths = spill.lengths()
-                digest, size = files.sha256_of(target)
+                sha256, crc32c, size = files.checksums_of(target)
                 if files.is_local(self.output):
                     files.commit(target, final)
                 else:
@@ -122,7 +122,9 @@ class _WriteShard(beam.DoFn):
             # After the shard's commit, and on the skip path too, so a crash between the two heals on rerun.
             files.write_atomic(_lengths_path(self.output, name), lengths.astype("<i8").tobytes(), self.output)
         self.records.inc(len(lengths))
-        yield split, Shard(name=name, records=len(lengths), units=int(lengths.sum()), bytes=size, sha256=digest)
+        yield split, Shard(
+            name=name, records=len(lengths), units=int(lengths.sum()), bytes=size, sha256=sha256, crc32c=crc32c
+        )
 
 
 class WriteShards(beam.PTransform):

@@ -4,8 +4,9 @@ A committed directory holds records of one kind (token ids, images, clips, ...) 
 `<split>-SSSSS-of-NNNNN.<ext>`, plus `meta.json`, which the writer commits last: a directory without it
 is not readable yet. meta.json is one envelope for every kind (`Meta`): its format tag, per split each
 shard's record count, length in the kind's unit, byte size and sha256, the writing job's config and
-input fingerprint, and the kind's own section (dew.data.sections). Derived files (piece index, document
-index, packing plan) record the fingerprint of the directory they came from.
+input fingerprint, and the kind's own section (dew.data.sections), plus a checksum over the rest of
+itself. Derived files (piece index, document index, packing plan) record the fingerprint of the
+directory they came from, and the split and role they were written as.
 """
 
 from __future__ import annotations
@@ -13,20 +14,25 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
+import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
-from dew.data import remote
+from dew.data import integrity, remote
 from dew.data.sections import SECTIONS, Section, TokensSection
 
 META = "meta.json"
 # Token corpora written before the shared envelope; still read, never written.
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
+_CRC32C = re.compile(r"^[0-9a-f]{8}$")
+_OVERWRITE = "rerun the preprocess job with --overwrite"
+_log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
 
@@ -60,7 +66,9 @@ class Shard:
     """One committed shard as meta.json records it.
 
     records: the records (ArrayRecord records, parquet rows, documents of a .bin) the shard holds;
-    units: their total length in the kind's unit (Section.UNIT: token ids, or record bytes).
+    units: their total length in the kind's unit (Section.UNIT: token ids, or record bytes); crc32c: the
+    file's CRC-32C as eight hex digits, a cheaper check than sha256 that writers since dew.tokens/2 record
+    when google-crc32c is installed ("" when not recorded). Only sha256 enters the fingerprint.
     """
 
     name: str
@@ -68,6 +76,7 @@ class Shard:
     units: int
     bytes: int
     sha256: str
+    crc32c: str = ""
 
     def __post_init__(self) -> None:
         if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
@@ -76,6 +85,14 @@ class Shard:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
+        if self.crc32c and not (isinstance(self.crc32c, str) and _CRC32C.match(self.crc32c)):
+            raise ValueError(f"shard {self.name}: crc32c must be eight lowercase hex digits, got {self.crc32c!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        entry = dataclasses.asdict(self)
+        if not self.crc32c:
+            del entry["crc32c"]  # as an older writer wrote it
+        return entry
 
 
 class WrongKindError(ValueError):
@@ -147,7 +164,7 @@ class Meta:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": self.format,
-            "splits": {s: [dataclasses.asdict(x) for x in shards] for s, shards in self.splits.items()},
+            "splits": {s: [x.to_json() for x in shards] for s, shards in self.splits.items()},
             "config": dict(self.config),
             "inputs": self.inputs,
             self.kind: self.section.to_json(),
@@ -157,6 +174,11 @@ class Meta:
     def from_json(cls, data: Mapping[str, Any], where: str = META) -> Meta:
         tag = data.get("format") if isinstance(data, Mapping) else None
         try:
+            if isinstance(data, Mapping) and "checksum" in data and data["checksum"] != meta_checksum(data):
+                raise ValueError(
+                    f"its checksum does not match its content, so it was edited after the commit; {_OVERWRITE} "
+                    "to rewrite the directory"
+                )
             if tag == LEGACY_TOKENS_FORMAT:
                 return _from_tokens_v1(data)
             kind, _, version = str(tag).removeprefix("dew.").partition("/")
@@ -169,7 +191,7 @@ class Meta:
                     f"format {tag!r} is version {version} of {kind}, and this dew reads version "
                     f"{section_type.VERSION}: upgrade dew to read it, or rerun the preprocess job with this one"
                 )
-            extra = sorted(set(data) - {"format", "splits", "config", "inputs", kind})
+            extra = sorted(set(data) - {"format", "splits", "config", "inputs", "checksum", kind})
             if extra:
                 raise ValueError(f"unknown field(s) {extra}")
             return cls(
@@ -199,12 +221,20 @@ def _from_tokens_v1(data: Mapping[str, Any]) -> Meta:
     return Meta(section=section, splits=splits, config=data.get("config", {}), inputs=data.get("inputs", ""))
 
 
+def meta_checksum(data: Mapping[str, Any]) -> str:
+    """sha256 of meta.json's canonical JSON (sorted keys, no spaces) without its `checksum` field."""
+    body = {key: value for key, value in data.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def write_meta(directory: str, meta: Meta) -> None:
-    """Writes meta.json atomically (temporary name, then rename): the commit of a local corpus."""
+    """Writes meta.json, with its checksum, atomically (temporary name, then rename): the commit of a
+    local corpus."""
     path = os.path.join(directory, META)
     tmp = f"{path}.tmp-{os.getpid()}"
+    data = meta.to_json()
     with open(tmp, "w") as f:
-        json.dump(meta.to_json(), f, indent=1, sort_keys=True)
+        json.dump({**data, "checksum": meta_checksum(data)}, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
 
 
@@ -278,8 +308,10 @@ def read_sibling_meta(path: str) -> dict[str, Any] | None:
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
-    """The local path of a committed shard, after checking its size (and sha256 when asked).
+    """The local path of a committed shard, after checking its size, and with `checksum` its content.
 
+    Readers ask for the checksum when they first open a shard: it costs a full read the first time a
+    host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
     A gs:// shard is fetched into the local cache and always checked against its sha256 there.
     """
     path = os.path.join(directory, shard.name)
@@ -291,10 +323,10 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     if size != shard.bytes:
         raise ValueError(
             f"{path} holds {size} bytes but {META} records {shard.bytes}: the shard is truncated or "
-            "was rewritten after the commit; rerun the preprocess job with --overwrite"
+            f"was rewritten after the commit; {_OVERWRITE}"
         )
-    if checksum and sha256_file(path) != shard.sha256:
-        raise ValueError(f"{path} fails its sha256 check against {META}; rerun the preprocess job with --overwrite")
+    if checksum:
+        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c)
     return path
 
 
@@ -318,22 +350,54 @@ def derived_path(directory: str, split: str, name: str) -> str:
     return os.path.join(directory, f"{split}.{name}.npz")
 
 
+def _derived_role(path: str) -> tuple[str, str]:
+    """(split, role) a derived file's name says it is: `train.packing-bf1-1025-8.npz` → (train, packing-bf1-1025-8).
+
+    Roles hold no dot, so the split (which may) is everything before the last one.
+    """
+    split, _, role = os.path.basename(path).removesuffix(".npz").rpartition(".")
+    return split, role
+
+
 def save_derived(path: str, fingerprint: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Saves arrays derived from a corpus, stamped with that corpus's fingerprint, atomically."""
+    """Saves arrays derived from a corpus, stamped with that corpus's fingerprint and the split and role
+    its name gives it (formats.derived_path), atomically."""
+    split, role = _derived_role(path)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
-    np.savez(tmp, fingerprint=np.array(fingerprint), **arrays)
+    np.savez(tmp, fingerprint=np.array(fingerprint), split=np.array(split), role=np.array(role), **arrays)
     os.replace(tmp, path)
 
 
 def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
-    """The arrays of a derived file if it exists and was derived from this corpus; None otherwise."""
+    """The arrays of a derived file if it exists and was derived from this corpus; None otherwise.
+
+    A file of this corpus that another split or role wrote is refused rather than recomputed: it is
+    there because someone copied or renamed it, and silently planning anew would hide that mistake
+    and cost every host the scan the file exists to avoid. A file without its split and role (written
+    by an older dew) cannot show where it belongs, so it is ignored and the runtime recomputes it.
+    Damaged bytes fail the zip's per-array CRC-32 and are refused.
+    """
     if remote.is_remote(path):
         if not remote.exists(path):
             return None
         path = remote.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
     elif not os.path.exists(path):
         return None
-    with np.load(path, allow_pickle=False) as data:
-        if str(data["fingerprint"]) != fingerprint:
-            return None
-        return {name: data[name] for name in names}
+    fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if str(data["fingerprint"]) != fingerprint:
+                return None
+            if "split" not in data.files or "role" not in data.files:
+                _log.warning("%s has no split and role (an older dew wrote it); ignored: %s", path, fix)
+                return None
+            found = (str(data["split"]), str(data["role"]))
+            arrays = {name: data[name] for name in names}
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path} is not a readable derived file ({error}); {fix}") from None
+    if found != _derived_role(path):
+        raise ValueError(
+            f"{path} holds the {found[1]} of split {found[0]!r}, not the {_derived_role(path)[1]} of split "
+            f"{_derived_role(path)[0]!r}: it was copied or renamed into place; {fix}"
+        )
+    return arrays

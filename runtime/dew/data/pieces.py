@@ -11,7 +11,6 @@ Without the file (or with one from another directory) a source scans its shards 
 from __future__ import annotations
 
 import dataclasses
-import zipfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,12 +92,12 @@ class PieceIndex:
         A file that is there but cannot be read as an index is refused: it would otherwise hide a
         broken corpus directory behind a slow start.
         """
+        arrays = formats.load_derived(path, fingerprint, _ARRAYS)
+        if arrays is None:
+            return None
         try:
-            arrays = formats.load_derived(path, fingerprint, _ARRAYS)
-            if arrays is None:
-                return None
             return cls(ends=arrays["ends"], counts=arrays["counts"], field=str(arrays["field"]))
-        except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        except ValueError as error:
             raise ValueError(
                 f"{path} is not a readable piece index ({error}); delete it and the runtime computes the index "
                 "from the shards, or rerun the preprocess job to rewrite it"

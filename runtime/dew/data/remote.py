@@ -1,10 +1,17 @@
 """gs:// objects as local files: ArrayRecord and memmap read local paths only.
 
 A remote shard is downloaded once into a bounded local cache: under a per-object lock (safe across
-the Grain worker processes of one host), to a temporary name, checked against the size and sha256
-that meta.json records, then renamed into place. A later open of the same object with the same
-checksum is a cache hit. When the cache outgrows its budget the least recently used files go first;
-a reader that still has one open keeps its data (POSIX unlink semantics).
+the Grain worker processes of one host), to a temporary name, checked against the object's crc32c
+(transfer) and against the size and sha256 that meta.json records (content), then renamed into place.
+A later open of the same object with the same checksum is a cache hit once the cached bytes still
+match the crc32c recorded beside them. When the cache outgrows its budget the least recently used
+files go first; a reader that still has one open keeps its data (POSIX unlink semantics).
+
+Object reads (meta.json and shards) go through one retry policy: throttling (429, honouring
+Retry-After), server errors, dropped connections and short or corrupted bodies are retried with
+exponential backoff and full jitter for at most $DEW_GCS_RETRY_SECONDS (default 300). They speak the
+JSON API directly rather than through gcsfs, whose own fixed retries neither see Retry-After nor let
+a caller bound the total. Listing and existence checks stay with gcsfs.
 
 The cache lives in $DEW_CACHE_DIR (default ~/.cache/dew) and holds at most $DEW_CACHE_BYTES bytes
 (default 64 GiB). A gcsfuse mount needs none of this: give the mount path instead of the gs:// URI.
@@ -12,16 +19,38 @@ The cache lives in $DEW_CACHE_DIR (default ~/.cache/dew) and holds at most $DEW_
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
+import email.utils
 import fcntl
 import hashlib
+import io
 import os
-from collections.abc import Iterator
-from typing import Any
+import random
+import time
+import urllib.parse
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, TypeVar
 
 from dew.data.extras import require
 
+_T = TypeVar("_T")
 _DEFAULT_BUDGET = 64 << 30
+_DEFAULT_RETRY_SECONDS = 300.0
+_FIRST_DELAY = 0.25
+_MAX_DELAY = 30.0
+_RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# (connect, between bytes): a stalled connection becomes a retry instead of a hang; a slow one that
+# keeps sending is left to finish.
+_TIMEOUTS = (10.0, 60.0)
+_BLOCK = 1 << 22
+# Beside each cached file: the crc32c of the bytes verified at download, hex.
+_CRC_SUFFIX = ".crc32c"
+# Cached files this process has checked, with the (inode, size, mtime) it saw them at.
+_CHECKED: dict[str, tuple[int, int, int]] = {}
+_SESSION: tuple[int, Any] | None = None
 
 
 def is_remote(path: str) -> bool:
@@ -53,11 +82,160 @@ def list_names(uri: str) -> list[str]:
     return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
 
 
+def retry_seconds() -> float:
+    return float(os.environ.get("DEW_GCS_RETRY_SECONDS", _DEFAULT_RETRY_SECONDS))
+
+
+class _Transient(Exception):
+    """A failure that another attempt may not meet; `retry_after` is the server's own wait, if it gave one."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(value))
+    with contextlib.suppress(TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    return None
+
+
+def _retrying(uri: str, attempt: Callable[[], _T]) -> _T:
+    """`attempt()`, again after each transient failure, until it succeeds or the retry budget is spent.
+
+    Full jitter keeps the worker processes of many hosts from retrying in step after a shared outage.
+    A Retry-After longer than what is left of the budget ends the retries now instead of sleeping into
+    a certain failure.
+    """
+    budget = retry_seconds()
+    deadline = time.monotonic() + budget
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return attempt()
+        except _Transient as error:
+            if error.retry_after is not None:
+                delay = error.retry_after
+            else:
+                delay = random.uniform(0, min(_MAX_DELAY, _FIRST_DELAY * 2 ** (tries - 1)))
+            if time.monotonic() + delay > deadline:
+                raise OSError(
+                    f"{uri}: still failing after {tries} attempts within {budget:g} s (DEW_GCS_RETRY_SECONDS): {error}"
+                ) from error
+            time.sleep(delay)
+
+
+def _session() -> Any:
+    """A requests session for this process: authorised for GCS, plain for an emulator.
+
+    One per process id, because a pooled connection inherited across fork would be shared by two.
+    """
+    global _SESSION
+    if _SESSION is None or _SESSION[0] != os.getpid():
+        require("google.cloud.storage", for_what="reading gs:// paths")  # its extra brings what follows
+        import google.auth
+        import google.auth.transport.requests
+        import requests
+
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            session = requests.Session()
+        else:
+            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+            session = google.auth.transport.requests.AuthorizedSession(credentials)
+        _SESSION = (os.getpid(), session)
+    return _SESSION[1]
+
+
+def _object_url(uri: str, *, media: bool) -> str:
+    endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
+    if "://" not in endpoint:
+        endpoint = f"http://{endpoint}"
+    bucket, _, name = uri[len("gs://") :].partition("/")
+    where = f"b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
+    return f"{endpoint.rstrip('/')}/{'download/' if media else ''}storage/v1/{where}"
+
+
+def _get(uri: str, url: str, params: dict[str, str]) -> Any:
+    """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError."""
+    import requests
+
+    try:
+        response = _session().get(url, params=params, stream=True, timeout=_TIMEOUTS)
+    except (requests.ConnectionError, requests.Timeout) as error:
+        raise _Transient(f"{type(error).__name__}: {error}") from error
+    if response.status_code == 200:
+        return response
+    response.close()
+    if response.status_code == 404:
+        raise FileNotFoundError(uri)
+    if response.status_code in _RETRIED_STATUS:
+        raise _Transient(f"HTTP {response.status_code}", retry_after=_retry_after(response.headers.get("Retry-After")))
+    raise OSError(f"{uri}: HTTP {response.status_code} {response.text[:200]}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Object:
+    size: int
+    generation: str
+    crc32c: str | None  # hex, as the cache records it
+
+
+def _stat(uri: str) -> _Object:
+    with _get(uri, _object_url(uri, media=False), {"fields": "size,generation,crc32c"}) as response:
+        try:
+            info = response.json()
+        except ValueError as error:  # a metadata answer cut short
+            raise _Transient(f"unreadable object metadata: {error}") from error
+    crc = info.get("crc32c")
+    return _Object(int(info["size"]), str(info["generation"]), base64.b64decode(crc).hex() if crc else None)
+
+
+def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tuple[str, str | None]:
+    """Writes the object's bytes at `found.generation` into `target`: (crc32c, sha256 if asked), in hex.
+
+    Pinning the generation keeps an object rewritten mid-download from mixing two versions. A short or
+    corrupted body is transient: the next attempt starts over.
+    """
+    import google_crc32c
+    import requests
+
+    target.seek(0)
+    target.truncate()
+    crc = google_crc32c.Checksum()
+    digest = hashlib.sha256() if sha256 else None
+    params = {"alt": "media", "generation": found.generation}
+    with _get(uri, _object_url(uri, media=True), params) as response:
+        try:
+            for block in response.iter_content(_BLOCK):
+                crc.update(block)
+                if digest is not None:
+                    digest.update(block)
+                target.write(block)
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
+            raise _Transient(f"body cut off: {error}") from error
+    got = target.tell()
+    if got != found.size:
+        raise _Transient(f"body holds {got} of {found.size} bytes")
+    if found.crc32c is not None and crc.digest().hex() != found.crc32c:
+        raise _Transient("body fails the object's crc32c")
+    return crc.digest().hex(), digest.hexdigest() if digest is not None else None
+
+
 def read_bytes(uri: str) -> bytes:
     """A small object (meta.json) read whole, uncached: it is what says whether the cache is current."""
+
+    def attempt() -> bytes:
+        buffer = io.BytesIO()
+        _download(uri, _stat(uri), buffer, sha256=False)
+        return buffer.getvalue()
+
     try:
-        with _filesystem().open(uri, "rb") as f:
-            return f.read()
+        return _retrying(uri, attempt)
     except FileNotFoundError:
         raise FileNotFoundError(f"{uri} does not exist") from None
 
@@ -72,40 +250,89 @@ def _locked(path: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _crc32c_file(path: str) -> str:
+    import google_crc32c
+
+    crc = google_crc32c.Checksum()
+    with open(path, "rb") as f:
+        while block := f.read(_BLOCK):
+            crc.update(block)
+    return crc.digest().hex()
+
+
+def _intact(local: str, size: int | None) -> bool:
+    """Whether the cached `local` still holds the bytes that were verified when it was downloaded.
+
+    Rereading a shard on every open would cost as much as the read itself, so a process trusts a file
+    it has checked until its inode, size or modification time changes.
+    """
+    try:
+        stat = os.stat(local)
+        with open(local + _CRC_SUFFIX) as f:
+            recorded = f.read().strip()
+    except FileNotFoundError:
+        return False
+    if size is not None and stat.st_size != size:
+        return False
+    identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if _CHECKED.get(local) == identity:
+        return True
+    if _crc32c_file(local) != recorded:
+        warnings.warn(f"the cached copy {local} changed on disk after download; fetching it again", stacklevel=3)
+        return False
+    _CHECKED[local] = identity
+    return True
+
+
 def fetch(uri: str, *, size: int | None = None, sha256: str | None = None) -> str:
-    """The local path of `uri`, downloading it into the cache unless an identical copy is there.
+    """The local path of `uri`, downloading it into the cache unless an intact, identical copy is there.
 
     `size` and `sha256` (from meta.json) identify the content: a cached copy is used only when it
-    matches, and a download that does not match is discarded with an error naming the object.
+    matches, and an object that does not match is refused with an error naming it.
     """
     key = hashlib.sha256(f"{uri}\0{sha256 or ''}".encode()).hexdigest()[:24]
     directory = os.path.join(cache_dir(), key)
     os.makedirs(directory, exist_ok=True)
     local = os.path.join(directory, os.path.basename(uri))
     with _locked(local):
-        if os.path.exists(local) and (size is None or os.path.getsize(local) == size):
-            os.utime(local)  # most recently used
+        if _intact(local, size):
+            # Access time marks it most recently used; the modification time stays what _intact compares.
+            os.utime(local, ns=(time.time_ns(), os.stat(local).st_mtime_ns))
             return local
-        _make_room(size or 0)
-        tmp = f"{local}.part-{os.getpid()}"
-        digest = hashlib.sha256()
+        _remove_cached(local)
         try:
-            with _filesystem().open(uri, "rb") as source, open(tmp, "wb") as target:
-                while block := source.read(1 << 22):
-                    digest.update(block)
-                    target.write(block)
-            got = os.path.getsize(tmp)
-            if size is not None and got != size:
-                raise ValueError(f"{uri} holds {got} bytes but meta.json records {size}; rerun the preprocess job")
-            if sha256 is not None and digest.hexdigest() != sha256:
-                raise ValueError(f"{uri} fails its sha256 check against meta.json; rerun the preprocess job")
-            os.replace(tmp, local)
+            found = _retrying(uri, lambda: _stat(uri))
         except FileNotFoundError:
             raise FileNotFoundError(f"{uri} is listed in meta.json but missing; rerun the preprocess job") from None
+        if size is not None and found.size != size:
+            raise ValueError(f"{uri} holds {found.size} bytes but meta.json records {size}; rerun the preprocess job")
+        _make_room(found.size)
+        tmp = f"{local}.part-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as target:
+                crc, digest = _retrying(uri, lambda: _download(uri, found, target, sha256=sha256 is not None))
+            if sha256 is not None and digest != sha256:
+                raise ValueError(f"{uri} fails its sha256 check against meta.json; rerun the preprocess job")
+            with open(local + _CRC_SUFFIX, "w") as f:
+                f.write(crc)
+            os.replace(tmp, local)
+            _CHECKED[local] = _identity(local)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
     return local
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    stat = os.stat(path)
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _remove_cached(local: str) -> None:
+    _CHECKED.pop(local, None)
+    for path in (local, local + _CRC_SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 def _make_room(incoming: int) -> None:
@@ -114,18 +341,17 @@ def _make_room(incoming: int) -> None:
     files = []
     for directory, _, names in os.walk(root):
         for name in names:
-            if name.endswith(".lock") or ".part-" in name:
+            if name.endswith((".lock", _CRC_SUFFIX)) or ".part-" in name:
                 continue
             path = os.path.join(directory, name)
             with contextlib.suppress(FileNotFoundError):
                 stat = os.stat(path)
-                files.append((stat.st_mtime, stat.st_size, path))
+                files.append((stat.st_atime, stat.st_size, path))
     used = sum(size for _, size, _ in files)
     for _, size, path in sorted(files):
         if used + incoming <= budget:
             break
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-            used -= size
+        _remove_cached(path)
+        used -= size
     if used + incoming > budget:
         raise OSError(f"the dew cache {root} cannot fit {incoming} bytes in its {budget}-byte budget (DEW_CACHE_BYTES)")

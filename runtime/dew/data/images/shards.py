@@ -93,8 +93,8 @@ class ImageRecords(BatchRecords):
             from array_record.python.array_record_module import ArrayRecordReader
 
             path = self.files[file]
-            if self.shards is not None and remote.is_remote(path):
-                path = formats.verify_shard(self.directory, self.shards[file])
+            if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
+                path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
             try:
                 reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
@@ -174,7 +174,8 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
     shards = meta.shards(split)
     if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
         raise ValueError(f"{directory}: split {split!r} is not held in .array_record shards")
-    # A local shard's size is checked now; a gs:// one when a reader first opens it, after the fetch.
+    # A local shard's size is checked now, its content when a reader first opens it; a gs:// one is
+    # checked whole after its fetch, when a reader first opens it.
     files = [
         os.path.join(directory, s.name) if remote.is_remote(directory) else formats.verify_shard(directory, s)
         for s in shards

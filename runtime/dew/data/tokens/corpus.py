@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dew.data import formats
+from dew.data import formats, remote
 from dew.data.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
@@ -41,13 +41,16 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "bin":
             return TokenBytes(path, split=split)
         files = [formats.verify_shard(path, s) for s in shards]
-        dtype, eos_id = np.dtype(meta.tokens.dtype), meta.tokens.eos_id
+        tokens = meta.tokens
+        # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
+        checked = None if remote.is_remote(path) else shards
+        common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
         if kind == "array_record":
             # Records read without a field are raw ids, which the index names "".
             pieces = offline_pieces(path, meta, split, field or "")
-            return TokenRecords(files, field=field, dtype=dtype, eos_id=eos_id, pieces=pieces)
+            return TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
         pieces = offline_pieces(path, meta, split, field)
-        return TokenColumn(files, column=field, dtype=dtype, eos_id=eos_id, pieces=pieces)
+        return TokenColumn(files, column=field, pieces=pieces, shards=checked, **common)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     sibling = formats.read_sibling_meta(path) or {}
@@ -55,10 +58,11 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
     dtype = np.dtype(sibling.get("dtype", "uint16"))
     if path.endswith(".bin"):
         return TokenBytes(path)
+    common = {"dtype": dtype, "eos_id": sibling.get("eos_id"), "vocab_size": sibling.get("vocab_size")}
     if path.endswith(".array_record"):
-        return TokenRecords([path], field=field, dtype=dtype, eos_id=sibling.get("eos_id"))
+        return TokenRecords([path], field=field, **common)
     if path.endswith(".parquet"):
-        return TokenColumn([path], column=field, dtype=dtype, eos_id=sibling.get("eos_id"))
+        return TokenColumn([path], column=field, **common)
     raise ValueError(f"{path}: a token corpus is a committed directory or a .bin, .array_record or .parquet file")
 
 

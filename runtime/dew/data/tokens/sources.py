@@ -3,6 +3,11 @@
 `len(source)` is the ids it holds and `source[a:b]` a span of them. Readers open their files lazily
 and drop the handles when pickled, so a source travels to a Grain worker and reopens there; a worker
 reads only the spans it is asked for.
+
+Nothing a reader hands out is unchecked: a committed shard is verified against meta.json's checksum
+before its first read on a host (formats.verify_shard), and every span read is checked against the
+vocabulary (one vectorised max), so a damaged or mis-tokenized id is refused with its shard and offset
+instead of reaching an embedding lookup.
 """
 
 from __future__ import annotations
@@ -56,6 +61,21 @@ def spans(source: Any, starts: np.ndarray, length: int) -> np.ndarray:
     return out
 
 
+def _outside(ids: np.ndarray, vocab_size: int | None) -> int | None:
+    """The flat index of the first id >= vocab_size in `ids`, or None when every id is in the vocabulary."""
+    if vocab_size is None or not ids.size or int(ids.max()) < vocab_size:
+        return None
+    return int(np.argmax(ids.reshape(-1) >= vocab_size))
+
+
+def _refuse_id(file: str, value: int, offset: int, vocab_size: int) -> ValueError:
+    return ValueError(
+        f"{file}: id {value} at offset {offset} (ids from the shard's start) is outside the vocabulary "
+        f"(vocab_size {vocab_size}); the shard was damaged or written with another tokenizer than meta.json "
+        "names: rerun the preprocess job with --overwrite"
+    )
+
+
 def _dtype_from_meta(meta: dict[str, Any] | None, where: str) -> np.dtype:
     if meta is None:
         return _DEFAULT_DTYPE
@@ -73,8 +93,9 @@ class TokenBytes:
     """Flat token ids in `.bin` files, read through a memmap.
 
     path is one file, or a committed corpus directory whose `split` shards read as one stream (their
-    sizes checked against meta.json). The dtype is meta.json's where there is one, else uint16
-    (nanoGPT's layout). eos_id defaults to the corpus's own.
+    sizes checked against meta.json now, their checksums when each is first mapped). The dtype and
+    vocabulary are meta.json's where there is one, else uint16 (nanoGPT's layout) and unchecked ids.
+    eos_id defaults to the corpus's own.
     """
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
@@ -85,12 +106,14 @@ class TokenBytes:
             if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
                 raise ValueError(f"{path}: split {split!r} is not held in .bin shards")
             # A gs:// shard is fetched into the local cache when a read first needs it, so a start over a
-            # remote corpus downloads only the shards it touches; a local shard is checked now.
-            self._shards = shards if remote.is_remote(path) else None
+            # remote corpus downloads only the shards it touches; a local shard's size is checked now.
+            self._shards: tuple[formats.Shard, ...] | None = shards
+            remote_corpus = remote.is_remote(path)
             self.files = tuple(
-                os.path.join(path, s.name) if self._shards else formats.verify_shard(path, s) for s in shards
+                os.path.join(path, s.name) if remote_corpus else formats.verify_shard(path, s) for s in shards
             )
             self.dtype = np.dtype(meta.tokens.dtype)
+            self.vocab_size: int | None = meta.tokens.vocab_size
             self._fingerprint = meta.fingerprint()
             own_eos = meta.tokens.eos_id
         else:
@@ -102,6 +125,7 @@ class TokenBytes:
             self.files = (formats.local_file(path),)
             self._shards = None
             self._fingerprint = None
+            self.vocab_size = sibling.get("vocab_size") if sibling else None
             own_eos = sibling.get("eos_id") if sibling else None
         self.eos_id = own_eos if eos_id is None else eos_id
         self.split = split
@@ -125,10 +149,11 @@ class TokenBytes:
         return {**self.__dict__, "_maps": {}, "_arrays": {}, "_spans": {}}
 
     def open_handle(self, shard: int = 0) -> np.memmap:
-        """A read-only memmap over one file (the only one, for a single .bin)."""
+        """A read-only memmap over one file (the only one, for a single .bin), a committed shard's content
+        verified first (fetched and checked, or hashed, once per host)."""
         file = self.files[shard]
         if self._shards:
-            file = formats.verify_shard(self.path, self._shards[shard])  # fetched and checked once per host
+            file = formats.verify_shard(self.path, self._shards[shard], checksum=True)
         return np.memmap(file, dtype=self.dtype, mode="r")
 
     def _map(self, shard: int) -> np.memmap:
@@ -142,7 +167,7 @@ class TokenBytes:
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
         if len(self.files) == 1:
-            return self._ids(0)[start:stop]
+            return self._checked(self._ids(0)[start:stop], start)
         first = int(np.searchsorted(self.ends, start, side="right"))
         parts, at = [], start
         for shard in range(first, len(self.files)):
@@ -152,7 +177,21 @@ class TokenBytes:
             end = min(stop, int(self.ends[shard]))
             parts.append(self._ids(shard)[at - base : end - base])
             at = end
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
+        return self._checked(np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype), start)
+
+    def _checked(self, ids: np.ndarray, start: int, starts: np.ndarray | None = None) -> np.ndarray:
+        """ids as read from offset `start` (or rows read from `starts`), refused if one is outside the vocabulary."""
+        at = _outside(ids, self.vocab_size)
+        if at is None:
+            return ids
+        value = int(ids.reshape(-1)[at])
+        if starts is not None:
+            row, column = divmod(at, ids.shape[1])
+            start, at = int(starts[row]), column
+        offset = start + at
+        shard = int(np.searchsorted(self.ends, offset, side="right"))
+        assert self.vocab_size is not None
+        raise _refuse_id(self.files[shard], value, offset - self._base(shard), self.vocab_size)
 
     def spans(self, starts: np.ndarray, length: int) -> np.ndarray:
         starts = np.asarray(starts, dtype=np.int64)
@@ -163,7 +202,7 @@ class TokenBytes:
         # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
         # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
         if len(self.files) == 1:
-            return self._windows(0, length)[starts]
+            return self._checked(self._windows(0, length)[starts], 0, starts)
         shards = np.searchsorted(self.ends, starts, side="right")
         within = shards == np.searchsorted(self.ends, starts + (length - 1), side="right")
         out = np.empty((len(starts), length), dtype=self.dtype)
@@ -172,7 +211,7 @@ class TokenBytes:
             out[rows] = self._windows(shard, length)[starts[rows] - self._base(shard)]
         for row in np.flatnonzero(~within).tolist():
             out[row] = self[int(starts[row]) : int(starts[row]) + length]
-        return out
+        return self._checked(out, 0, starts)
 
     def _base(self, shard: int) -> int:
         return int(self.ends[shard - 1]) if shard else 0
@@ -231,13 +270,22 @@ def _cast(ids: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
     return ids.astype(dtype, copy=False)
 
 
+def _verify(paths: Sequence[str], shards: Sequence[formats.Shard] | None) -> None:
+    """Checks local committed shards against meta.json's checksums (cached per host; see formats.verify_shard)."""
+    if shards is None:
+        return
+    for path, shard in zip(paths, shards, strict=True):
+        formats.verify_shard(os.path.dirname(path), shard, checksum=True)
+
+
 class TokenColumn(_Pieces):
     """One parquet column of id lists, every row of every file in order, as one stream.
 
     Spans are read one row group at a time (the last few kept), so a file is never loaded whole.
     column may be omitted for files with a single column. pieces is the row index the preprocess job
     writes ahead (`<split>.pieces.npz`); without it, building the source reads the column once to learn
-    each row's id count.
+    each row's id count. shards, meta.json's entries for paths, has each file checked against its
+    checksum before it is opened; ids at or above vocab_size are refused as they are read.
     """
 
     def __init__(
@@ -248,12 +296,16 @@ class TokenColumn(_Pieces):
         dtype: np.dtype = _DEFAULT_DTYPE,
         eos_id: int | None = None,
         pieces: PieceIndex | None = None,
+        shards: Sequence[formats.Shard] | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
 
         self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
+        self.vocab_size = vocab_size
         if not self.paths:
             raise ValueError("TokenColumn needs at least one parquet file")
+        _verify(self.paths, shards)  # every footer is read now, so every file is checked now
         names, groups, group_rows, file_rows = [], [], [], []
         for path in self.paths:
             file = pq.ParquetFile(path)  # the footer only: row group sizes, no column data
@@ -307,10 +359,19 @@ class TokenColumn(_Pieces):
             table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
             values = table.column(0).combine_chunks().flatten().to_numpy(zero_copy_only=False)
             cached = _cast(np.asarray(values), self.dtype, f"{path} row group {group} column {self.column!r}")
+            at = _outside(cached, self.vocab_size)
+            if at is not None:
+                assert self.vocab_size is not None
+                first = index - group  # the file's first row group: a file's groups are numbered from 0
+                offset = self._start(index) - self._start(first) + at
+                raise _refuse_id(path, int(cached[at]), offset, self.vocab_size)
             if len(self._cache) >= 4:
                 self._cache.pop(next(iter(self._cache)))
             self._cache[index] = cached
         return cached
+
+    def _start(self, index: int) -> int:
+        return int(self.piece_ends[index - 1]) if index else 0
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -327,7 +388,9 @@ class TokenRecords(_Pieces):
     A record is the ids' raw bytes, or with field set a packed dict of byte arrays holding them under
     field. pieces is the record index the preprocess job writes ahead (`<split>.pieces.npz`); without
     it, building the source reads every record once to learn the lengths. Files open on first read,
-    and spans read contiguous record ranges, ArrayRecord's fastest access.
+    and spans read contiguous record ranges, ArrayRecord's fastest access. shards, meta.json's entries
+    for paths, has each file checked against its checksum when it is first opened; ids at or above
+    vocab_size are refused as they are read.
     """
 
     def __init__(
@@ -338,8 +401,12 @@ class TokenRecords(_Pieces):
         dtype: np.dtype = _DEFAULT_DTYPE,
         eos_id: int | None = None,
         pieces: PieceIndex | None = None,
+        shards: Sequence[formats.Shard] | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         self.paths, self.field, self.dtype, self.eos_id = tuple(paths), field, np.dtype(dtype), eos_id
+        self.shards = None if shards is None else tuple(shards)
+        self.vocab_size = vocab_size
         if not self.paths:
             raise ValueError("TokenRecords needs at least one ArrayRecord file")
         self._readers: dict[int, Any] = {}
@@ -378,6 +445,8 @@ class TokenRecords(_Pieces):
         path = self.paths[file]
         if not os.path.exists(path):
             raise FileNotFoundError(f"no ArrayRecord file at {path}")
+        if self.shards is not None:
+            _verify([path], [self.shards[file]])
         try:
             reader = ArrayRecordReader(path, "readahead_buffer_size:0")
         except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
@@ -403,7 +472,16 @@ class TokenRecords(_Pieces):
             raw = self._reader(file).read(lo, hi)
         except Exception as error:
             raise ValueError(f"{path}: records {lo}..{hi} cannot be read ({error}); the shard is corrupt") from None
-        return [self._decode(r, path, lo + i) for i, r in enumerate(raw)]
+        decoded = [self._decode(r, path, lo + i) for i, r in enumerate(raw)]
+        if self.pieces is not None and self.vocab_size is not None and decoded:  # None while scan learns lengths
+            at = _outside(np.concatenate(decoded), self.vocab_size)
+            if at is not None:
+                starts = np.concatenate([np.zeros(1, dtype=np.int64), self.piece_ends])
+                first = int(self.record_ends[file - 1]) if file else 0
+                offset = int(starts[first + lo] - starts[first]) + at
+                value = int(np.concatenate(decoded)[at])
+                raise _refuse_id(path, value, offset, self.vocab_size)
+        return decoded
 
     def _decode(self, record: bytes, path: str, index: int) -> np.ndarray:
         if self.field is not None:

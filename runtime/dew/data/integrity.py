@@ -1,0 +1,132 @@
+"""Checking that a local file holds the bytes its writer committed, at most once per host per file state.
+
+meta.json records each shard's sha256 and, from writers with google-crc32c, its crc32c (≈4× cheaper to
+compute here, and what GCS keeps per object). Hashing a shard on every open would cost every worker
+process of every host a full read, so a verdict is cached: one small file per (path, size, mtime,
+ctime, inode, device, checksum kind) under $DEW_CACHE_DIR/verified, holding the checksum that matched.
+Any write to the file changes its ctime, which nobody can set back, so a file rewritten in place (even
+with its mtime restored) is hashed again. Worker processes of a host share the cache; a per-entry lock
+makes the second one wait for the first one's hash instead of hashing too.
+
+The checks guard against damage and mistakes (bit rot, a truncated copy, a shard overwritten by hand),
+not against someone who can also rewrite meta.json. DEW_VERIFY=0 turns them off for trusted storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from dew.data import remote
+
+VERIFY_ENV = "DEW_VERIFY"
+_CHUNK = 1 << 22
+
+
+def enabled() -> bool:
+    """Whether local files are checked against their checksums (DEW_VERIFY, default on)."""
+    return os.environ.get(VERIFY_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _crc32c() -> Any:
+    try:
+        import google_crc32c
+    except ImportError:
+        return None
+    return google_crc32c
+
+
+class Digest:
+    """sha256, and crc32c when google-crc32c is installed, of bytes fed in order."""
+
+    def __init__(self) -> None:
+        self._sha256 = hashlib.sha256()
+        self._module = _crc32c()
+        self._crc = 0
+
+    def update(self, block: bytes) -> None:
+        self._sha256.update(block)
+        if self._module is not None:
+            self._crc = self._module.extend(self._crc, block)
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    @property
+    def crc32c(self) -> str:
+        """Eight hex digits, or "" without google-crc32c (meta.json then records none)."""
+        return f"{self._crc:08x}" if self._module is not None else ""
+
+
+def digests(path: str) -> tuple[str, str]:
+    """(sha256, crc32c) of a local file; crc32c is "" without google-crc32c."""
+    digest = Digest()
+    with open(path, "rb") as f:
+        while block := f.read(_CHUNK):
+            digest.update(block)
+    return digest.sha256, digest.crc32c
+
+
+def digest_file(path: str, algorithm: str) -> str:
+    """One checksum of a local file: "sha256", or "crc32c" (which needs google-crc32c)."""
+    sha256, module, crc = hashlib.sha256(), _crc32c(), 0
+    with open(path, "rb") as f:
+        while block := f.read(_CHUNK):
+            if algorithm == "sha256":
+                sha256.update(block)
+            else:
+                crc = module.extend(crc, block)
+    return sha256.hexdigest() if algorithm == "sha256" else f"{crc:08x}"
+
+
+def verify_file(path: str, *, sha256: str, crc32c: str = "") -> None:
+    """Raises ValueError, naming the file and the fix, unless `path` holds the committed bytes.
+
+    Uses crc32c when meta.json records one and google-crc32c is installed, else sha256. A no-op with
+    DEW_VERIFY=0.
+    """
+    if not enabled():
+        return
+    algorithm, expected = ("crc32c", crc32c) if crc32c and _crc32c() is not None else ("sha256", sha256)
+    stat = os.stat(path)
+    parts = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+    key = "\0".join(str(part) for part in (*parts, algorithm))
+    entry = os.path.join(remote.cache_dir(), "verified", hashlib.sha256(key.encode()).hexdigest()[:32])
+    if _verdict(entry) == expected:
+        return
+    os.makedirs(os.path.dirname(entry), exist_ok=True)
+    with _locked(entry):
+        if _verdict(entry) == expected:  # another worker of this host hashed it while we waited
+            return
+        if digest_file(path, algorithm) != expected:
+            raise ValueError(
+                f"{path} fails its {algorithm} check against meta.json: the shard was damaged or rewritten after "
+                "the commit; rerun the preprocess job with --overwrite"
+            )
+        tmp = f"{entry}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(expected)
+        os.replace(tmp, entry)
+
+
+def _verdict(entry: str) -> str | None:
+    try:
+        with open(entry) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+@contextlib.contextmanager
+def _locked(entry: str) -> Iterator[None]:
+    with open(entry + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
