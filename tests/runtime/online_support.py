@@ -8,6 +8,7 @@ and stops by itself when the fixture ends: hung responses wait on its stop event
 from __future__ import annotations
 
 import io
+import select
 import struct
 import threading
 import time
@@ -148,11 +149,19 @@ class _Handler(BaseHTTPRequestHandler):
             server.in_flight += 1
             server.most_in_flight = max(server.most_in_flight, server.in_flight)
             count = server.requests[self.path]
+        self._counted = True
         try:
             self._answer(count)
         finally:
-            with server.lock:
-                server.in_flight -= 1
+            self._leave()
+
+    def _leave(self) -> None:
+        """Ends this request's place in the in-flight count, once: before its body goes out, since a client
+        that has the whole body may send its next request before this thread runs again."""
+        if self._counted:
+            self._counted = False
+            with self.server.lock:
+                self.server.in_flight -= 1
 
     def _answer(self, count: int) -> None:
         server = self.server
@@ -187,7 +196,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(photo[:100])
             self.wfile.flush()
-            server.stopping.wait(HANG_SECONDS)
+            # Hang until the client gives up (its socket turns readable at EOF) or the server stops.
+            until = time.monotonic() + HANG_SECONDS
+            while not server.stopping.wait(0.05) and time.monotonic() < until:
+                if select.select([self.connection], [], [], 0)[0]:
+                    break
             self.close_connection = True
             return None
         if kind == "stream":  # no Content-Length: the body ends when the connection closes
@@ -209,6 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._leave()
         try:
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
