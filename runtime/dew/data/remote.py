@@ -53,6 +53,11 @@ def list_names(uri: str) -> list[str]:
     return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
 
 
+def find(uri: str) -> list[str]:
+    """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
+    return sorted(f"gs://{path}" for path in _filesystem().find(uri))
+
+
 def read_bytes(uri: str) -> bytes:
     """A small object (meta.json) read whole, uncached: it is what says whether the cache is current."""
     try:
