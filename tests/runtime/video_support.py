@@ -67,7 +67,7 @@ def write_video(
 
 
 def colour(i: int) -> np.ndarray:
-    return np.array([i * STEP] * 3, dtype=np.uint8)
+    return np.array([(i * STEP) % 256] * 3, dtype=np.uint8)
 
 
 def frame_indices(frames: np.ndarray) -> list[int]:
