@@ -40,12 +40,15 @@ from dew.data.tokens import (
     TokenSource,
     TokenWindowSource,
 )
+from dew.data.video.audio import AutoAudioProcessor
+from dew.data.video.base import VideoDataset
 
 # The package's own names. Kinds are left out: they are known once the registry has found them, and
 # `dir(dew.data)` or `datasets.names()` lists them.
 __all__ = [
     "IDS_KEY",
     "MASK_KEY",
+    "AutoAudioProcessor",
     "AutoTextTokenizer",
     "Batch",
     "ByteTokenizer",
@@ -74,6 +77,7 @@ __all__ = [
     "TokenSource",
     "TokenWindowSource",
     "Tokenize",
+    "VideoDataset",
     "datasets",
     "json_list_argument",
     "load",

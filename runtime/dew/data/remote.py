@@ -226,6 +226,11 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
     return crc.digest().hex(), digest.hexdigest() if digest is not None else None
 
 
+def find(uri: str) -> list[str]:
+    """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
+    return sorted(f"gs://{path}" for path in _filesystem().find(uri))
+
+
 def read_bytes(uri: str) -> bytes:
     """A small object (meta.json) read whole, uncached: it is what says whether the cache is current."""
 

@@ -1,0 +1,327 @@
+"""One clip of a video file: its frames on a fixed-rate grid, square, and the audio that spans them.
+
+Every video path of dew decodes through here (VideoDataset at read time, the offline clips job), so a
+clip is cut, resized and given its audio the same way wherever it is made, and a file is refused for
+the same reasons (REASONS) with an error naming it.
+
+- Frames: PyAV with frame threading on (several times faster than one thread). A clip seeks to the
+  keyframe at or before its start and decodes forward from there, never from the head of the file.
+  Frame i of a clip shows what is on screen at start + i / frame_rate: the last frame whose
+  presentation timestamp is not after that time. Picking by timestamp rather than by frame count is
+  what makes a variable-frame-rate file read right, and what resamples a 30 fps file to 25 fps.
+  Each picked frame is made square by dew.data.images.pixels.square, the images' own rule.
+- Audio: decoded again from its own seek, mixed to mono and resampled to audio_rate by PyAV's
+  AudioResampler (libswresample), spanning the clip plus audio_padding frames either side. What the
+  file does not cover (before its start, past its end, a missing audio stream) is silence, so every
+  clip of a shape has the same number of samples.
+- Memory: the container is a context manager and no frame outlives the step that reads it; decoding
+  one clip after another holds no more descriptors or memory than decoding one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from dew.data import remote
+from dew.data.extras import require
+from dew.data.images import pixels
+
+# Why a file is refused; the offline job counts its drops under these names.
+EMPTY = "empty"
+CORRUPT = "corrupt"
+NO_VIDEO = "no_video"
+TOO_SHORT = "too_short"
+TRUNCATED = "truncated"
+REASONS = (EMPTY, CORRUPT, NO_VIDEO, TOO_SHORT, TRUNCATED)
+
+
+class VideoError(ValueError):
+    """A video file that cannot give the clip asked of it, for `reason` (one of REASONS)."""
+
+    def __init__(self, path: str, reason: str, detail: str) -> None:
+        super().__init__(f"{path}: {reason}: {detail}")
+        self.path, self.reason = path, reason
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClipShape:
+    """What every clip is, whatever file it comes from: `frames` frames of frame_size × frame_size RGB
+    at frame_rate, and mono audio at audio_rate (None decodes none) spanning them plus audio_padding
+    frames either side."""
+
+    frames: int
+    frame_size: int
+    frame_rate: float
+    audio_rate: int | None = None
+    audio_padding: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("frames", "frame_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"clip {name} must be a positive int, got {value!r}")
+        if not isinstance(self.frame_rate, int | float) or not self.frame_rate > 0:
+            raise ValueError(f"clip frame_rate must be positive, got {self.frame_rate!r}")
+        if self.audio_rate is not None and (not isinstance(self.audio_rate, int) or self.audio_rate < 1):
+            raise ValueError(f"clip audio_rate must be a positive int or None, got {self.audio_rate!r}")
+        if not isinstance(self.audio_padding, int) or self.audio_padding < 0:
+            raise ValueError(f"clip audio_padding must be a non-negative int, got {self.audio_padding!r}")
+
+    @property
+    def seconds(self) -> float:
+        """How long the frames of a clip last."""
+        return self.frames / self.frame_rate
+
+    @property
+    def audio_samples(self) -> int:
+        """The samples of a clip's audio: its frames and padding, at audio_rate."""
+        if self.audio_rate is None:
+            return 0
+        return round((self.frames + 2 * self.audio_padding) / self.frame_rate * self.audio_rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Clip:
+    """A decoded clip: frames uint8 [frames, S, S, 3], audio float32 [samples] (empty when the shape
+    asks for none), the first frame's time in seconds, and whether the file had audio to give."""
+
+    frames: np.ndarray
+    audio: np.ndarray
+    start: float
+    has_audio: bool
+
+
+class Video:
+    """An open video file, closed on exit; `clip` decodes as many clips of it as a caller wants.
+
+    A gs:// path is read through the local cache (dew.data.remote.fetch).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        local = remote.fetch(path) if remote.is_remote(path) else path
+        if not os.path.exists(local):
+            raise FileNotFoundError(f"{path} does not exist")
+        if os.path.getsize(local) == 0:
+            raise VideoError(path, EMPTY, "the file holds no bytes")
+        self._av = require("av", for_what="decoding video")
+        try:
+            self._container = self._av.open(local)
+        except (self._av.error.FFmpegError, UnicodeDecodeError) as error:
+            raise VideoError(path, CORRUPT, f"FFmpeg cannot open it ({error})") from None
+        try:
+            if not self._container.streams.video:
+                raise VideoError(path, NO_VIDEO, "the file has no video stream")
+            self._video = self._container.streams.video[0]
+            self._video.thread_type = "AUTO"
+            audio = self._container.streams.audio
+            self._audio = audio[0] if audio else None
+            self.origin = _seconds(self._video.start_time, self._video.time_base) or 0.0
+            self.end = self.origin + self._duration()
+        except BaseException:
+            self._container.close()
+            raise
+
+    def __enter__(self) -> Video:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._container.close()
+
+    @property
+    def has_audio(self) -> bool:
+        return self._audio is not None
+
+    def _duration(self) -> float:
+        own = _seconds(self._video.duration, self._video.time_base)
+        if own:
+            return own
+        # Matroska/WebM record no duration per stream, and the container's may be the audio's: the video's
+        # last packet says. Seeking to the container's end first keeps this to the last keyframe's packets.
+        declared = (self._container.duration or 0) / 1_000_000  # AV_TIME_BASE
+        self._container.seek(self._container.duration or 0)
+        video = stored = 0.0
+        with contextlib.closing(self._container.demux()) as packets:
+            for packet in packets:
+                if packet.pts is not None:
+                    ends = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+                    stored = max(stored, ends)
+                    video = max(video, ends) if packet.stream is self._video else video
+        # Every stream stopping well short of the length the header declares is a file cut off in transit.
+        if declared - stored > _CUT_SECONDS:
+            raise VideoError(
+                self.path, TRUNCATED, f"its packets stop at {stored:.3f} s of the {declared:.3f} s its header declares"
+            )
+        return video - self.origin
+
+    def starts(self, shape: ClipShape) -> int:
+        """How many clips of `shape` the file holds on its frame_rate grid: start j is origin + j / rate."""
+        room = (self.end - self.origin - shape.seconds) * shape.frame_rate
+        if room < -_SLACK:
+            length = self.end - self.origin
+            raise VideoError(self.path, TOO_SHORT, f"{length:.3f} s is shorter than one clip of {shape.seconds:.3f} s")
+        return math.floor(room + _SLACK) + 1
+
+    def start(self, shape: ClipShape, index: int) -> float:
+        """The time of clip `index`'s first frame."""
+        if not 0 <= index < self.starts(shape):
+            raise ValueError(f"{self.path}: clip {index} is outside its {self.starts(shape)} clips")
+        return self.origin + index / shape.frame_rate
+
+    def clip(self, shape: ClipShape, index: int) -> Clip:
+        """Clip `index` of `shape`: its frames and, when the shape asks, its audio."""
+        start = self.start(shape, index)
+        frames = self._frames(shape, start)
+        audio = np.zeros(shape.audio_samples, dtype=np.float32)
+        if shape.audio_rate is not None and self._audio is not None:
+            self._fill_audio(audio, shape, start - shape.audio_padding / shape.frame_rate)
+        return Clip(frames=frames, audio=audio, start=start, has_audio=self.has_audio)
+
+    def _frames(self, shape: ClipShape, start: float) -> np.ndarray:
+        targets = start + np.arange(shape.frames) / shape.frame_rate
+        out = np.empty((shape.frames, shape.frame_size, shape.frame_size, 3), dtype=np.uint8)
+        filled = self._pick(targets, out, seek=start)
+        if filled < 0:
+            # The seek landed past the clip (a file whose index misplaces its keyframes): read from the head.
+            filled = self._pick(targets, out, seek=self.origin)
+        if filled < shape.frames:
+            raise VideoError(
+                self.path,
+                TRUNCATED,
+                f"the frames stop before {targets[filled]:.3f} s, inside the {self.end:.3f} s the file declares",
+            )
+        return out
+
+    def _pick(self, targets: np.ndarray, out: np.ndarray, *, seek: float) -> int:
+        """Fills `out` with the frame on screen at each target time; how many it filled, or -1 when the
+        first frame after seeking to `seek` already comes after the first target."""
+        # A timestamp is an integer count of the stream's time base, rounded: one within half a tick of a
+        # grid time is on it. Capped, since a coarse time base (AVI's 1/fps) is exact and not rounded.
+        slack = min(float(self._video.time_base) / 2, _MAX_ROUNDING)
+        shown = _Shown(out.shape[1])
+        filled = 0
+        with contextlib.closing(self._decoded(self._video, seek)) as frames:
+            for frame in frames:
+                time = frame.time
+                if time is None:
+                    raise VideoError(self.path, CORRUPT, "a video frame has no presentation timestamp")
+                if shown.frame is None and time > targets[0] + slack:
+                    if seek > self.origin:
+                        return -1
+                    shown.frame = frame  # the file starts after the clip's first instant: its first frame is shown
+                while filled < len(targets) and time > targets[filled] + slack:
+                    out[filled] = shown.square()
+                    filled += 1
+                if filled == len(targets):
+                    return filled
+                shown.frame = frame
+        # The stream has ended: its last frame stays on screen for its own duration, and no longer, so a
+        # truncated file is found out rather than padded with its last frame.
+        last = shown.frame
+        until = last.time + self._lasts(last) if last is not None else -math.inf
+        while filled < len(targets) and targets[filled] < until - slack:
+            out[filled] = shown.square()
+            filled += 1
+        return filled
+
+    def _lasts(self, frame: Any) -> float:
+        """How long `frame` is on screen: its own duration, or one frame at the stream's average rate."""
+        own = _seconds(frame.duration, frame.time_base)
+        if own:
+            return own
+        rate = self._video.average_rate or self._video.guessed_rate
+        return float(1 / rate) if rate else 0.0
+
+    def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> None:
+        """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate."""
+        rate = shape.audio_rate
+        resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
+        at: int | None = None  # where the next resampled sample goes in `out`
+        origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
+        for frame in self._decoded(self._audio, max(start, origin)):
+            if at is None:
+                at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
+            for piece in resampler.resample(frame):
+                at = _place(out, piece, at)
+            if at >= len(out):
+                return
+        if at is not None:
+            for piece in resampler.resample(None):
+                at = _place(out, piece, at)
+
+    def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
+        """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file."""
+        av = self._av
+        try:
+            self._container.seek(max(0, int(seek / stream.time_base)), stream=stream)
+            with contextlib.closing(self._container.decode(stream)) as frames:
+                yield from frames
+        except av.error.FFmpegError as error:
+            raise VideoError(self.path, CORRUPT, f"FFmpeg cannot decode it ({error})") from None
+
+
+# How far past a file's end a clip may reach and still fit, in clip frames: a file's end is the sum of
+# its last frame's time and duration, each rounded to its time base (Matroska's milliseconds).
+_SLACK = 0.05
+_MAX_ROUNDING = 1e-3
+# How far short of its declared length a file's packets may stop before it counts as cut off: encoders
+# round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
+_CUT_SECONDS = 0.1
+
+
+class _Shown:
+    """The frame on screen, made square once however many grid times it covers (a lower-rate file)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._frame: Any = None
+        self._square: np.ndarray | None = None
+
+    @property
+    def frame(self) -> Any:
+        return self._frame
+
+    @frame.setter
+    def frame(self, frame: Any) -> None:
+        self._frame, self._square = frame, None
+
+    def square(self) -> np.ndarray:
+        if self._square is None:
+            self._square = pixels.square(self._frame.to_ndarray(format="rgb24"), self.size)
+        return self._square
+
+
+def _seconds(value: int | None, time_base: Any) -> float | None:
+    return None if value is None or time_base is None else float(value * time_base)
+
+
+def _place(out: np.ndarray, piece: Any, at: int) -> int:
+    """Copies a resampled frame into `out` at sample `at` (clipped to it); where the next one goes."""
+    samples = piece.to_ndarray().reshape(-1)
+    lo, hi = max(at, 0), min(at + len(samples), len(out))
+    if lo < hi:
+        out[lo:hi] = samples[lo - at : hi - at]
+    return at + len(samples)
+
+
+def resample(waveform: np.ndarray, rate: int, to_rate: int) -> np.ndarray:
+    """A mono float waveform at `rate` as float32 at `to_rate`, through the resampler clips use."""
+    if rate == to_rate:
+        return np.asarray(waveform, dtype=np.float32)
+    av = require("av", for_what="resampling audio")
+    mono = np.asarray(waveform, dtype=np.float32).reshape(1, -1)
+    frame = av.AudioFrame.from_ndarray(mono, format="flt", layout="mono")
+    frame.sample_rate = rate
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=to_rate)
+    pieces = [p.to_ndarray().reshape(-1) for p in (*resampler.resample(frame), *resampler.resample(None))]
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)

@@ -1,0 +1,155 @@
+"""dew.data.video.decode over videos made here: frames by timestamp, audio by tone, bad files by reason."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dew.data.video import decode
+from dew.data.video.decode import ClipShape, Video, VideoError
+from tests.runtime import video_support as support
+
+av = pytest.importorskip("av")
+
+SHAPE = ClipShape(frames=8, frame_size=32, frame_rate=25, audio_rate=16000, audio_padding=2)
+
+
+def _encodes(codec: str) -> bool:
+    try:
+        av.codec.Codec(codec, "w")
+    except Exception:
+        return False
+    return True
+
+
+H264 = "libx264" if _encodes("libx264") else "mpeg4"
+FILES = [
+    pytest.param("a.mp4", {"codec": H264, "fps": 25, "size": (64, 48)}, id="h264-25fps-audio"),
+    pytest.param("b.mp4", {"codec": H264, "fps": 30, "size": (48, 64), "audio": False}, id="h264-30fps-portrait"),
+    # AVI keeps no presentation times, and PyAV's AVI muxer shifts them once an audio stream is beside.
+    pytest.param("c.avi", {"codec": "mpeg4", "fps": 24, "size": (64, 64), "audio": False}, id="mpeg4-24fps-avi"),
+    pytest.param("e.mkv", {"codec": "mpeg4", "fps": 24, "size": (64, 40), "frames": 48}, id="mpeg4-24fps-mkv"),
+    pytest.param(
+        "d.webm",
+        {"codec": "libvpx-vp9", "fps": 25, "size": (80, 48)},
+        id="vp9-webm",
+        marks=pytest.mark.skipif(not _encodes("libvpx-vp9"), reason="this PyAV build has no vp9 encoder"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "options"), FILES)
+def test_frames_are_on_the_clip_grid_and_the_audio_is_the_tone(tmp_path, name, options) -> None:
+    path = support.write_video(str(tmp_path / name), **options)
+    fps, audio = options["fps"], options.get("audio", True)
+    with Video(path) as video:
+        count = video.starts(SHAPE)
+        seconds = options.get("frames", 50) / fps
+        assert count == math.floor((seconds - SHAPE.seconds) * SHAPE.frame_rate + 0.01) + 1
+        for index in (0, count // 2, count - 1):
+            clip = video.clip(SHAPE, index)
+            assert clip.frames.dtype == np.uint8 and clip.frames.shape == (8, 32, 32, 3)
+            times = clip.start + np.arange(8) / 25
+            # The frame on screen at each grid time: the last one that started at or before it.
+            assert support.frame_indices(clip.frames) == [math.floor(t * fps + 1e-6) for t in times]
+            assert clip.audio.dtype == np.float32 and clip.audio.shape == (SHAPE.audio_samples,)
+            assert clip.has_audio == audio
+            if audio:
+                assert abs(support.dominant_frequency(clip.audio, 16000) - support.TONE) < 5
+            else:
+                assert not clip.audio.any()
+
+
+def test_a_variable_frame_rate_file_is_read_by_its_timestamps(tmp_path) -> None:
+    pts = [0]
+    for i in range(1, 50):
+        pts.append(pts[-1] + (30 if i % 2 else 50))  # 50 ms and 30 ms in turn: 25 fps on average
+    path = support.write_video(str(tmp_path / "vfr.mp4"), codec=H264, pts_ms=pts)
+    with Video(path) as video:
+        for index in (0, 7, video.starts(SHAPE) - 1):
+            clip = video.clip(SHAPE, index)
+            times_ms = [round((clip.start + i / 25) * 1000) for i in range(8)]
+            expected = [max(j for j, p in enumerate(pts) if p <= t) for t in times_ms]
+            assert support.frame_indices(clip.frames) == expected
+            assert abs(support.dominant_frequency(clip.audio, 16000) - support.TONE) < 5
+
+
+def test_a_clip_decodes_forward_from_the_keyframe_before_it(tmp_path, monkeypatch) -> None:
+    path = support.write_video(str(tmp_path / "long.mp4"), codec=H264, frames=60, audio=False)
+    decoded = []
+    original = Video._decoded
+
+    def counting(self, stream, seek):
+        for frame in original(self, stream, seek):
+            decoded.append(frame.time)
+            yield frame
+
+    monkeypatch.setattr(Video, "_decoded", counting)
+    with Video(path) as video:
+        clip = video.clip(SHAPE, video.starts(SHAPE) - 1)
+    assert support.frame_indices(clip.frames) == list(range(52, 60))
+    # A keyframe every 10 frames: at most the 9 frames before the clip, never the file's head.
+    assert min(decoded) >= 50 / 25 - 1e-6 and len(decoded) <= 8 + 9
+
+
+def test_audio_past_the_end_of_its_stream_is_silence(tmp_path) -> None:
+    path = support.write_video(str(tmp_path / "short-audio.mp4"), codec=H264, audio_seconds=1.0)
+    with Video(path) as video:
+        head = video.clip(SHAPE, 5)
+        tail = video.clip(SHAPE, video.starts(SHAPE) - 1)  # 1.68 s on: the tone stopped at 1.0 s
+    assert abs(support.dominant_frequency(head.audio, 16000) - support.TONE) < 5
+    assert head.has_audio and tail.has_audio and np.abs(tail.audio).max() < 1e-3
+    # The padding before a file's first instant is silence too: 2 frames at 25 fps of 16 kHz.
+    with Video(path) as video:
+        first = video.clip(SHAPE, 0)
+    assert not first.audio[: 2 * 16000 // 25 - 1].any() and np.abs(first.audio[2000:]).max() > 0.3
+
+
+def test_bad_files_are_refused_naming_the_file_and_the_reason(tmp_path) -> None:
+    support.write_video(str(tmp_path / "good.mp4"), codec=H264)
+    data = (tmp_path / "good.mp4").read_bytes()
+    cases = {"empty.mp4": b"", "cut.mp4": data[: len(data) // 2], "noise.mp4": b"not a video" * 50}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+    with pytest.raises(VideoError, match=r"empty\.mp4: empty") as caught:
+        Video(str(tmp_path / "empty.mp4"))
+    assert caught.value.reason == decode.EMPTY
+    for name in ("cut.mp4", "noise.mp4"):
+        with pytest.raises(VideoError, match=rf"{name}: corrupt") as caught:
+            Video(str(tmp_path / name))
+    short = support.write_video(str(tmp_path / "short.mp4"), codec=H264, frames=5)
+    with Video(short) as video, pytest.raises(VideoError, match=r"short\.mp4: too_short: 0\.200 s"):
+        video.starts(SHAPE)
+    with pytest.raises(FileNotFoundError, match=r"missing\.mp4"):
+        Video(str(tmp_path / "missing.mp4"))
+
+
+def test_a_file_without_video_is_refused(tmp_path) -> None:
+    path = str(tmp_path / "sound.m4a")
+    with av.open(path, "w") as container:
+        stream = container.add_stream("aac", rate=16000, layout="mono")
+        frame = av.AudioFrame.from_ndarray(support.tone(16000, 16000)[None], format="flt", layout="mono")
+        frame.sample_rate, frame.pts = 16000, 0
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            container.mux(packet)
+    with pytest.raises(VideoError, match=r"sound\.m4a: no_video"):
+        Video(path)
+
+
+@pytest.mark.skipif(not _encodes("libvpx-vp9"), reason="this PyAV build has no vp9 encoder")
+def test_a_truncated_stream_is_refused(tmp_path) -> None:
+    # WebM keeps its header at the head, so a cut file still opens; its packets stop short of what it declares.
+    path = support.write_video(str(tmp_path / "cut.webm"), codec="libvpx-vp9")
+    data = (tmp_path / "cut.webm").read_bytes()
+    (tmp_path / "cut.webm").write_bytes(data[: len(data) // 2])
+    with pytest.raises(VideoError, match=r"cut\.webm: truncated: its packets stop at") as caught:
+        Video(path)
+    assert caught.value.reason == decode.TRUNCATED
+
+
+def test_resample_keeps_a_tone_at_its_frequency() -> None:
+    wave = decode.resample(support.tone(44100, 44100), 44100, 16000)
+    assert abs(len(wave) - 16000) <= 1
+    assert abs(support.dominant_frequency(wave, 16000) - support.TONE) < 2
