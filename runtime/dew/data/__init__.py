@@ -40,6 +40,7 @@ from dew.data.tokens import (
     TokenSource,
     TokenWindowSource,
 )
+from dew.data.images.base import ImageDataset
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.base import VideoDataset
 
@@ -63,6 +64,7 @@ __all__ = [
     "HFDatasetSource",
     "HFOptions",
     "HFTokenizer",
+    "ImageDataset",
     "Loading",
     "Ramp",
     "Reader",
