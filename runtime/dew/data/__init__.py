@@ -17,6 +17,7 @@ from dew.data.captions import AutoTextTokenizer
 from dew.data.chat import Role
 from dew.data.config import json_list_argument
 from dew.data.dataset import Checkpointable, Dataset, Reader, ramped
+from dew.data.images.base import ImageDataset
 from dew.data.loading import Loading
 from dew.data.mixture import Corpus, mixed_records, mixture
 from dew.data.partition import DataPartition
@@ -40,7 +41,6 @@ from dew.data.tokens import (
     TokenSource,
     TokenWindowSource,
 )
-from dew.data.images.base import ImageDataset
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.base import VideoDataset
 
