@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -170,6 +171,7 @@ def test_a_user_error_on_a_worker_process_is_one_message_with_no_traceback(tmp_p
         text=True,
         timeout=300,
         check=False,
+        env={name: value for name, value in os.environ.items() if name != "DEW_VERBOSE"},
     )
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if job is None:
         print(f"dew-preprocess: unknown job {args[0]!r}\n\n{usage()}", file=sys.stderr)
         return USAGE_EXIT
-    if flags.verbose(args):
+    verbose = flags.verbose(args)
+    previous = os.environ.get(quiet.VERBOSE)
+    if verbose:
         os.environ[quiet.VERBOSE] = "1"  # workers inherit it: they print every traceback too
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
@@ -68,10 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = user_error(error)
         if message is None:
             raise
-        if flags.verbose(args):
+        if verbose:
             traceback.print_exc()
         print(f"dew-preprocess {job.name}: {message}", file=sys.stderr)
         return USAGE_EXIT
+    finally:
+        if verbose and previous is None:
+            os.environ.pop(quiet.VERBOSE, None)
     return 0
 
 
