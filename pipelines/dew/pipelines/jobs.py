@@ -50,6 +50,11 @@ JOBS: tuple[Job, ...] = (
         summary="image folders, image rows or a saved HF dataset → committed captioned-image shards",
     ),
     Job(
+        name="ingest-urls",
+        module="dew.pipelines.ingest_urls_job",
+        summary="url lists with captions → fetched, filtered, resized images in committed shards with status tables",
+    ),
+    Job(
         name="caption-tokenize",
         module="dew.pipelines.caption_tokenize_job",
         summary="committed image shards + an HF tokenizer → a new directory with caption token ids",

@@ -25,6 +25,8 @@ from dew.preprocess.shards import write_piece_indexes
 
 MARKER = ".dew-job.json"
 STATS = "stats.json"
+# Per-shard tables beside the shards (ingest-urls' fetch outcomes), named `<shard name minus ext>.status.parquet`.
+STATUS_SUFFIX = ".status.parquet"
 
 
 class OutputConflictError(RuntimeError):
@@ -45,8 +47,9 @@ class JobIdentity:
 
 
 def _ours(name: str) -> bool:
-    """Files a job writes into its output: shards, meta, stats, derived .npz files, the marker."""
-    return parse_shard_name(name) is not None or name in (META, STATS, MARKER) or name.endswith(".npz")
+    """Files a job writes into its output: shards, meta, stats, derived .npz files, status tables, the marker."""
+    ours = name in (META, STATS, MARKER) or name.endswith((".npz", STATUS_SUFFIX))
+    return ours or parse_shard_name(name) is not None
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -89,9 +92,19 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
         )
         raise OutputConflictError(f"{output} holds {what}. Pass --overwrite to replace it, or choose another --output.")
     clear_output(output)
+    reopen_output(output, identity)
+    return False
+
+
+def reopen_output(output: str, identity: JobIdentity) -> None:
+    """Uncommits a directory this same job committed, for a run that rewrites some of its shards in place.
+
+    meta.json goes first, so no reader sees the shards change under a committed corpus; the claim makes
+    a crash of that run resumable like any other.
+    """
+    files.delete([files.join(output, META)])
     claim = {"fingerprint": identity.fingerprint, "config": identity.config, "inputs": identity.inputs}
     files.write_atomic(files.join(output, MARKER), json.dumps(claim, sort_keys=True).encode(), output)
-    return False
 
 
 def _release(output: str) -> None:

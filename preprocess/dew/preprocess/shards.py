@@ -15,6 +15,7 @@ the run's temporary directory, and `write_piece_indexes` joins them into `<split
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -66,6 +67,77 @@ class _Spill:
                 yield f.read(size)
 
 
+@dataclasses.dataclass(frozen=True)
+class StagedShard:
+    """A shard file written under a temporary name, not yet committed: where it is and what it holds."""
+
+    work: str  # the local scratch directory; removed once the shard is committed or abandoned
+    target: str
+    lengths: np.ndarray
+    sha256: str
+    crc32c: str
+    size: int
+
+
+def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tuple[Key, bytes]]) -> StagedShard:
+    """Writes `records` (in any order) in key order to a temporary file of shard `name`.
+
+    Locally the file is written inside the output, so committing it is a rename; for gs:// it is written
+    in a local scratch directory and uploaded at commit.
+    """
+    work = tempfile.mkdtemp(prefix="dew-shard-")
+    try:
+        spill = _Spill(work, fmt)
+        for key, record in records:
+            spill.add(key, record)
+        if files.is_local(output):
+            target = files.temp_name(output, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        else:
+            target = os.path.join(work, name)
+        write_shard_file(target, fmt, spill.ordered())
+        sha256, crc32c, size = files.checksums_of(target)
+        return StagedShard(
+            work=work, target=target, lengths=spill.lengths(), sha256=sha256, crc32c=crc32c, size=size
+        )
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, *, replace: bool = False) -> Shard:
+    """Commits a staged shard under its final name and parks its piece lengths; the Shard meta.json records.
+
+    `replace` is for a shard rewritten on purpose; otherwise an earlier attempt's file stays (same bytes).
+    """
+    final = files.join(output, name)
+    try:
+        if files.is_local(output):
+            files.commit(staged.target, final, replace=replace)
+        else:
+            files.upload(staged.target, final, output, replace=replace)
+    finally:
+        shutil.rmtree(staged.work, ignore_errors=True)
+    park_lengths(output, name, fmt, staged.lengths)
+    return Shard(
+        name=name,
+        records=len(staged.lengths),
+        units=int(staged.lengths.sum()),
+        bytes=staged.size,
+        sha256=staged.sha256,
+        crc32c=staged.crc32c,
+    )
+
+
+def park_lengths(output: str, name: str, fmt: ShardFormat, lengths: np.ndarray) -> None:
+    """Parks a committed shard's piece lengths for write_piece_indexes (a .bin shard needs none).
+
+    Called after the shard's commit, and on the skip path too, so a crash between the two heals on rerun.
+    """
+    if fmt.ext != "bin":
+        files.write_atomic(_lengths_path(output, name), lengths.astype("<i8").tobytes(), output)
+
+
 class _WriteShard(beam.DoFn):
     def __init__(self, output: str, fmt: ShardFormat) -> None:
         self.output = output
@@ -96,35 +168,32 @@ class _WriteShard(beam.DoFn):
                     f"run's records for it come to {expected}: the shard is damaged or was written from other "
                     "inputs; delete it, or rerun with --overwrite"
                 )
+            park_lengths(self.output, name, self.fmt, lengths)
+            shard = Shard(
+                name=name, records=len(lengths), units=int(lengths.sum()), bytes=size, sha256=sha256, crc32c=crc32c
+            )
             self.skipped.inc()
         else:
-            work = tempfile.mkdtemp(prefix="dew-shard-")
-            try:
-                spill = _Spill(work, self.fmt)
-                for key, record in records:
-                    spill.add(key, record)
-                if files.is_local(self.output):
-                    target = files.temp_name(self.output, name)
-                    os.makedirs(os.path.dirname(target), exist_ok=True)
-                else:
-                    target = os.path.join(work, name)
-                write_shard_file(target, self.fmt, spill.ordered())
-                lengths = spill.lengths()
-                sha256, crc32c, size = files.checksums_of(target)
-                if files.is_local(self.output):
-                    files.commit(target, final)
-                else:
-                    files.upload(target, final, self.output)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
+            shard = commit_shard(stage_shard(self.output, name, self.fmt, records), self.output, name, self.fmt)
             self.written.inc()
-        if self.fmt.ext != "bin":
-            # After the shard's commit, and on the skip path too, so a crash between the two heals on rerun.
-            files.write_atomic(_lengths_path(self.output, name), lengths.astype("<i8").tobytes(), self.output)
-        self.records.inc(len(lengths))
-        yield split, Shard(
-            name=name, records=len(lengths), units=int(lengths.sum()), bytes=size, sha256=sha256, crc32c=crc32c
-        )
+        self.records.inc(shard.records)
+        yield split, shard
+
+
+class GroupByShard(beam.PTransform):
+    """((split, j), value) → ((split, j), [values]) for every shard `counts` names, empty ones included.
+
+    `counts` is a singleton side input mapping each split to its shard count, so a split always has its
+    full `-of-N` set; an empty shard's values hold only None.
+    """
+
+    def __init__(self, counts: beam.pvalue.AsSingleton, label: str | None = None):
+        super().__init__(label)
+        self.counts = counts
+
+    def expand(self, pieces: beam.PCollection) -> beam.PCollection:
+        every = pieces.pipeline | "One" >> beam.Create([None]) | "EveryShard" >> beam.FlatMap(_every_shard, self.counts)
+        return (pieces, every) | "WithEmpty" >> beam.Flatten() | "GroupByShard" >> beam.GroupByKey()
 
 
 class WriteShards(beam.PTransform):
@@ -141,15 +210,9 @@ class WriteShards(beam.PTransform):
         self.counts = counts
 
     def expand(self, pieces: beam.PCollection) -> beam.PCollection:
-        every = (
-            pieces.pipeline
-            | "One" >> beam.Create([None])
-            | "EveryShard" >> beam.FlatMap(_every_shard, self.counts)
-        )
         return (
-            (pieces, every)
-            | "WithEmpty" >> beam.Flatten()
-            | "GroupByShard" >> beam.GroupByKey()
+            pieces
+            | "Group" >> GroupByShard(self.counts)
             | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt), self.counts)
         )
 

@@ -1,0 +1,152 @@
+"""dew-preprocess ingest-urls: url lists (parquet, jsonl, csv, a saved HF dataset) → fetched, committed image shards.
+
+    dew-preprocess ingest-urls --input urls.parquet --output images/ --url_field url --caption_field caption \\
+        --size 256 --per_host 8 --timeout 10 --retries 1
+    dew-preprocess ingest-urls ... --refetch_failed --timeout 30   # later: only the rows that failed
+
+Images are filtered, resized and encoded as the images job does (its flags, its pixels); each shard
+gets a status table of every row's outcome. Unclaimed flags go to Beam, so the same command runs on
+Dataflow with `--runner DataflowRunner --project P --region R --temp_location gs://B/tmp`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.images import pixels
+from dew.data.images.fetch import FetchPolicy
+from dew.pipelines import common, flags
+from dew.preprocess import commit
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.files import manifest_fingerprint
+from dew.preprocess.image_reading import ImageReadOptions
+from dew.preprocess.image_sources import Source
+from dew.preprocess.images import ImagesPlan
+from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
+from dew.preprocess.ingest_urls import IngestUrls
+from dew.preprocess.url_reading import find_url_sources
+
+
+def parser() -> argparse.ArgumentParser:
+    p = flags.parser("dew-preprocess ingest-urls", __doc__.split("\n\n")[0])
+    p.add_argument(
+        "--input", action="append", required=True, help="url lists (.parquet/.jsonl/.csv, globs) or a save_to_disk dir"
+    )
+    p.add_argument("--output", required=True, help="images directory (local or gs://)")
+    p.add_argument("--url_field", default="url", help="row column of the image url")
+    p.add_argument("--caption_field", default="caption", help="row column of the caption")
+    p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
+    p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
+    p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
+    p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
+    p.add_argument("--resize", default="center_crop", choices=("keep", "shorter_side", "center_crop"), help="resize")
+    p.add_argument("--size", type=int, default=256, help="the shorter side, or the square's side, in pixels")
+    p.add_argument("--encoding", default="jpeg", choices=pixels.ENCODINGS, help="how images are stored")
+    p.add_argument("--quality", type=int, default=95, help="JPEG and WebP quality, 1..100")
+    p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
+    p.add_argument("--val_fraction", type=float, default=0.0, help="share of rows, drawn by a hash, held out")
+    p.add_argument("--rows_per_shard", type=int, default=10_000, help="input rows per shard (before drops)")
+    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by rows")
+    p.add_argument("--threads", type=int, default=64, help="concurrent fetches per worker process")
+    p.add_argument("--per_host", type=int, default=16, help="most requests in flight to one host, per worker process")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds one attempt may take, body included")
+    p.add_argument("--retries", type=int, default=1, help="further attempts after a timeout, 429 or 5xx")
+    p.add_argument("--max_wait", type=float, default=60.0, help="longest Retry-After honoured; longer drops the url")
+    p.add_argument("--max_redirects", type=int, default=5, help="redirects followed before redirect_loop")
+    p.add_argument("--max_bytes", type=int, default=32 << 20, help="larger bodies are dropped as too_large")
+    p.add_argument("--user_agent", default="dew-data/1", help="User-Agent sent, and the name X-Robots-Tag may address")
+    flags.switch(p, "--ignore_optout", "fetch images whose X-Robots-Tag says noai or noimageai")
+    flags.switch(p, "--refetch_failed", "in a committed output, fetch again only rows dropped as timeout or http_error")
+    flags.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def plan_from(args: argparse.Namespace) -> tuple[IngestPlan, JobIdentity, tuple[Source, ...]]:
+    """The plan, its identity and the numbered url lists; a plan that cannot run is a usage error, now."""
+    try:
+        sources, manifest = find_url_sources(args.input)
+        clash = set(args.extra_field) & {"image", "caption", *URL_FIELDS}
+        if clash:
+            raise ValueError(f"--extra_field {sorted(clash)} would overwrite a field every record holds")
+        images = ImagesPlan(
+            output=args.output.rstrip("/"),
+            read=ImageReadOptions(
+                image_field=args.url_field, caption_field=args.caption_field, extra_fields=tuple(args.extra_field)
+            ),
+            extras=(*URL_FIELDS, *args.extra_field),
+            rules=pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
+            resize=args.resize,
+            size=None if args.resize == "keep" else args.size,
+            encoding=args.encoding,
+            quality=args.quality,
+            ext=args.format,
+            val_fraction=args.val_fraction,
+            num_shards=args.num_shards,
+        )
+        policy = FetchPolicy(
+            per_host=args.per_host,
+            max_redirects=args.max_redirects,
+            max_bytes=args.max_bytes,
+            max_wait=args.max_wait,
+            respect_optout=not args.ignore_optout,
+            user_agent=args.user_agent,
+        )
+        plan = IngestPlan(
+            images=images,
+            rows_per_shard=args.rows_per_shard,
+            timeout=args.timeout,
+            retries=args.retries,
+            threads=args.threads,
+            policy=policy,
+        )
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(manifest)), sources
+
+
+def build(
+    pipeline: beam.Pipeline, plan: IngestPlan, identity: JobIdentity, sources: Sequence[Source], *, refetch: bool
+) -> Any:
+    return (
+        pipeline
+        | "UrlLists" >> beam.Create(list(sources))
+        | "IngestUrls" >> IngestUrls(plan, identity, refetch=refetch)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the job; returns its counters (empty when the output was already committed and nothing is refetched)."""
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
+    options = common.pipeline_options(rest)
+    plan, identity, sources = plan_from(args)
+    output = plan.images.output
+    if commit.prepare_output(output, identity, overwrite=args.overwrite):
+        if not args.refetch_failed:
+            print(f"{output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
+            return {}
+        commit.reopen_output(output, identity)
+    pipeline = common.make_pipeline(options)
+    build(pipeline, plan, identity, sources, refetch=args.refetch_failed)
+    _, found, seconds = common.run(pipeline)
+    if seconds:
+        urls, written = found.get("urls_fetched", 0), found.get("images_encoded", 0)
+        print(
+            f"  urls/s: {urls / seconds:,.1f} fetched, {written / seconds:,.1f} written; "
+            f"success rate {written / max(urls, 1):.1%}; {found.get('bytes_fetched', 0) / seconds / 1e6:,.2f} MB/s "
+            "(wall clock, startup included)",
+            file=sys.stderr,
+        )
+    print(f"committed {output}", file=sys.stderr)
+    return found
+
+
+if __name__ == "__main__":
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["ingest-urls", *sys.argv[1:]]))

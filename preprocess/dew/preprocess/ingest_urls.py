@@ -1,0 +1,150 @@
+"""IngestUrls: url lists → fetched, checked, resized, encoded → a committed `dew.images/1` directory.
+
+    read rows (no fetch) → route each row to its shard by its draw → group by shard
+    → fetch, encode and write each shard with its status table → stats.json → meta.json
+
+Rows are routed as the images job routes records: a hash of (file name, row) picks the split and the
+shard, and shard counts come from the number of input rows, so which row goes where never depends on
+what a fetch gave or when. Within a shard records are in key order. The images job's commit protocol
+holds: shards committed one by one, meta.json last, a crashed run resumed shard by shard, another config
+refused. stats.json balances the books (rows in = written + dropped by reason) against the status
+tables, and the commit fails when a table does not describe the shard beside it.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.formats import Meta, Shard
+from dew.data.images import fetch
+from dew.preprocess import commit, documents, files, url_status
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.documents import STATS_TAG
+from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS
+from dew.preprocess.images import split_of
+from dew.preprocess.ingest_plan import IngestPlan, shard_counts
+from dew.preprocess.shards import GroupByShard
+from dew.preprocess.url_fetching import FetchShard
+from dew.preprocess.url_reading import ReadUrls
+
+DROP_REASONS = (*fetch.DROP_REASONS, *ROW_REASONS, *FILE_REASONS)
+
+
+def _route(element: tuple[Any, tuple[bytes, dict[str, bytes], int]], val_fraction: float, counts: Mapping) -> Any:
+    key, (url, fields, place) = element
+    split, at = split_of(place, val_fraction)
+    return (split, min(counts[split] - 1, int(at * counts[split]))), (tuple(key), url, fields)
+
+
+class IngestUrls(beam.PTransform):
+    """PCollection[Source] of url lists → a committed images directory in plan.images.output; yields its Meta.
+
+    refetch: committed shards whose status table lists rows dropped for a reason worth asking again
+    (url_status.REFETCHED) are rewritten with those rows fetched anew and every other record copied as is.
+    """
+
+    def __init__(self, plan: IngestPlan, identity: JobIdentity, *, refetch: bool, label: str | None = None) -> None:
+        super().__init__(label)
+        self.plan = plan
+        self.identity = identity
+        self.refetch = refetch
+
+    def expand(self, sources: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
+        val_fraction = plan.images.val_fraction
+        read = sources | "ReadUrls" >> ReadUrls(plan.images.read)
+        counts = beam.pvalue.AsSingleton(
+            read.urls
+            | "RowSplit" >> beam.Map(lambda kv: split_of(kv[1][2], val_fraction)[0])
+            | "RowsPerSplit" >> beam.combiners.Count.PerElement()
+            | "AllSplits" >> beam.combiners.ToList()
+            | "ShardCounts" >> beam.Map(shard_counts, plan)
+        )
+        shards = (
+            read.urls
+            | "Route" >> beam.Map(_route, val_fraction, counts)
+            | "GroupByShard" >> GroupByShard(counts)
+            | "FetchShards" >> beam.ParDo(FetchShard(plan, refetch=self.refetch), counts)
+        )
+        tallies = beam.pvalue.AsList(read[STATS_TAG])
+        return (
+            shards
+            | "AllShards" >> beam.combiners.ToList()
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies)
+        )
+
+
+def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """stats.json: rows in, written, dropped by reason, and the status tables; refuses books that do not balance."""
+    rows_in = 0
+    dropped: collections.Counter[str] = collections.Counter({reason: 0 for reason in DROP_REASONS})
+    damaged: list[dict[str, Any]] = []
+    for tally in tallies:
+        rows_in += tally.get("images_in", 0)
+        dropped.update({name: n for name, n in tally.items() if name in DROP_REASONS})
+        damaged.extend(tally.get(documents.DAMAGED, ()))
+    status: dict[str, list[str]] = {}
+    to_refetch = 0
+    for split, shards in meta.splits.items():
+        for shard in shards:
+            table = _status_of(output, shard)
+            dropped.update(table.drops())
+            to_refetch += len(table.to_refetch())
+            status.setdefault(split, []).append(url_status.status_name(shard.name))
+    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    if rows_in != written + sum(dropped.values()):
+        raise RuntimeError(
+            f"url accounting is off: {rows_in} rows read, {written} written, "
+            f"{sum(dropped.values())} dropped ({dict(dropped)})"
+        )
+    return {
+        "urls_in": rows_in,
+        "images_written": written,
+        "dropped": dict(dropped),
+        "refetchable": to_refetch,
+        "status_tables": status,
+        "damaged_inputs": sorted(damaged, key=lambda d: d["path"]),
+        "splits": {
+            split: {
+                "images": sum(s.records for s in shards),
+                "shards": len(shards),
+                "bytes": sum(s.bytes for s in shards),
+            }
+            for split, shards in meta.splits.items()
+        },
+        "fingerprint": meta.fingerprint(),
+    }
+
+
+def _status_of(output: str, shard: Shard) -> url_status.Status:
+    table = url_status.read_status(files.join(output, url_status.status_name(shard.name)))
+    written = len(table.written())
+    if table.shard_sha256 != shard.sha256 or written != shard.records:
+        raise RuntimeError(
+            f"{url_status.status_name(shard.name)} describes another shard than the committed {shard.name} "
+            f"({written} written rows, shard sha256 {table.shard_sha256[:12]}…, the shard holds {shard.records} "
+            f"records, sha256 {shard.sha256[:12]}…); rerun the job to rewrite it"
+        )
+    return table
+
+
+def _commit(
+    shards: list[tuple[str, Shard]],
+    plan: IngestPlan,
+    identity: JobIdentity,
+    counts: Mapping[str, int],
+    tallies: Iterable[Mapping[str, Any]],
+) -> Meta:
+    output = plan.images.output
+    meta = Meta(
+        section=plan.images.section(),
+        splits=commit.ordered_shards(shards, counts),
+        config=dict(identity.config),
+        inputs=identity.inputs,
+    )
+    commit.commit_corpus(output, meta, ingest_stats(output, meta, tallies))
+    return meta

@@ -1,0 +1,114 @@
+"""ReadUrls: url lists → ((file, row), (url, {field: bytes}, draw)), nothing fetched yet.
+
+A url list is rows naming an image by url, with its caption and any extra fields: `.parquet`,
+`.jsonl` (`.jsonl.gz`, `.ndjson`), `.csv` files or globs, or a dataset written by `save_to_disk`.
+Rows are read by the images job's own reader (dew.preprocess.image_reading), so a row without a url or
+caption, a caption that is not UTF-8, a jsonl line that is not JSON and a damaged file are counted
+under the same reasons; only the image column differs: it holds a url to fetch, not bytes or a path.
+
+Sources are numbered in path order, so the (file, row) key and the draw that routes a row to its shard
+depend on the input alone, as in the images job.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import io
+import json
+import os
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.preprocess import files
+from dew.preprocess.documents import CORRUPT_INPUT, MISSING_FIELD, STATS_TAG, TRUNCATED_INPUT
+from dew.preprocess.files import InputFile
+from dew.preprocess.image_reading import ImageReadOptions, _Damaged, _ReadSource, _utf8
+from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source
+
+URL_SUFFIXES = {**ROW_SUFFIXES, ".csv": "csv", ".csv.gz": "csv"}
+_Row = tuple[int, bytes | None, dict[str, bytes], str | None]
+
+
+def find_url_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple[InputFile, ...]]:
+    """Every url list the --input patterns name, numbered in path order, and the files to fingerprint."""
+    if not patterns:
+        raise ValueError("no input given: pass --input with url lists (.parquet, .jsonl, .csv) or a saved HF dataset")
+    found: dict[str, tuple[str, str]] = {}
+    manifest: dict[str, InputFile] = {}
+    for pattern in patterns:
+        if files.exists(files.join(pattern, HF_DICT)):
+            splits = sorted(json.loads(files.read_bytes(files.join(pattern, HF_DICT))).get("splits", []))
+            raise ValueError(f"--input {pattern} is a saved DatasetDict; name one split's directory: {splits}")
+        if files.exists(files.join(pattern, HF_STATE)):
+            root = pattern.rstrip("/")
+            listed = list(files.expand_inputs([files.join(root, "*")]))
+            found[root] = ("hf", os.path.basename(root))
+        else:
+            listed = list(files.expand_inputs([pattern]))
+            for item in listed:
+                kind = next((k for suffix, k in URL_SUFFIXES.items() if item.path.lower().endswith(suffix)), None)
+                if kind is None:
+                    raise ValueError(f"{item.path}: not a url list ({', '.join(URL_SUFFIXES)}) nor a saved HF dataset")
+                found[item.path] = (kind, os.path.basename(item.path))
+        manifest.update((item.path, item) for item in listed)
+    sources = tuple(
+        Source(index=i, kind=found[path][0], path=path, name=found[path][1]) for i, path in enumerate(sorted(found))
+    )
+    return sources, tuple(manifest[path] for path in sorted(manifest))
+
+
+class _ReadUrlSource(_ReadSource):
+    """The images job's row reader with a url where it expects an image, and csv files besides."""
+
+    def _rows(self, source: Source) -> Iterator[_Row]:
+        if source.kind != "csv":
+            yield from super()._rows(source)
+            return
+        for row, values, reason in self._csv_rows(source):
+            yield (row, *self._row(values, "")) if reason is None else (row, None, {}, reason)
+
+    def _row(self, values: Mapping[str, Any], base: str) -> tuple[bytes | None, dict[str, bytes], str | None]:
+        url = values.get(self.options.image_field)
+        if not isinstance(url, str) or not url.strip():
+            return None, {}, MISSING_FIELD
+        fields: dict[str, bytes] = {}
+        for name, column in (("caption", self.options.caption_field), *((f, f) for f in self.options.extra_fields)):
+            value, reason = _utf8(values.get(column))
+            if reason is not None:
+                return None, {}, reason
+            fields[name] = value
+        url_bytes, reason = _utf8(url.strip())
+        return (None, {}, reason) if reason else (url_bytes, fields, None)
+
+    def _csv_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], str | None]]:
+        with files.open_read(source.path) as raw:
+            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
+            # Undecodable bytes become lone surrogates, which _utf8 refuses: one bad cell drops its row, not the file.
+            text = codecs.getreader("utf-8")(stream, errors="surrogateescape")
+            try:
+                for row, values in enumerate(csv.DictReader(text)):
+                    yield row, values, None
+            except EOFError as error:
+                raise _Damaged(TRUNCATED_INPUT, f"csv: {error}") from error
+            except (gzip.BadGzipFile, zlib.error, csv.Error) as error:
+                raise _Damaged(CORRUPT_INPUT, f"csv: {error}") from error
+
+
+class ReadUrls(beam.PTransform):
+    """PCollection[Source] → ((file, row), (url bytes, {field: bytes}, draw)) and per-Source tallies (`stats`)."""
+
+    def __init__(self, options: ImageReadOptions, label: str | None = None) -> None:
+        super().__init__(label)
+        self.options = options
+
+    def expand(self, sources: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
+        return (
+            sources
+            | "SpreadSources" >> beam.Reshuffle()
+            | "ReadSource" >> beam.ParDo(_ReadUrlSource(self.options)).with_outputs(STATS_TAG, main="urls")
+        )
