@@ -100,14 +100,20 @@ class _SlowSource:
         return np.asarray(indices)
 
 
-def test_close_waits_for_the_reads_it_started() -> None:
-    # Grain's close does not wait for reads its threads already began; a read still running after
-    # close could touch a memmap the caller is about to rewrite. Close must return only after them.
+def test_close_waits_for_a_read_in_flight_and_refuses_the_next() -> None:
+    # In process a step is read in the thread that asks for it; a close from another thread must
+    # still return only after that read, which could touch a memmap the caller is about to rewrite.
     source = _SlowSource()
     loading = Loading(workers=0, threads=4, read_buffer=64)
     data = global_dataset(train=source, val=None, batch=4, seed=0, loading=loading, val_batches=None)
     stream = data.train(DataPartition())
-    next(stream)
-    assert _settled(lambda: source.running > 0, 2.0), "the prefetch threads should be reading ahead"
+    got: list[np.ndarray] = []
+    reader = threading.Thread(target=lambda: got.append(next(stream)))
+    reader.start()
+    assert _settled(lambda: source.running > 0, 2.0), "the read should have started"
     stream.close()
     assert source.running == 0
+    reader.join()
+    assert len(got) == 1 and len(got[0]) == 4, "the read in flight completes"
+    with pytest.raises(RuntimeError, match="closed"):
+        next(stream)

@@ -153,24 +153,29 @@ class MixtureOrder(BaseOrder):
     def locate(self, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(corpus, index into that corpus's source) of each global record in ks."""
         ks = np.asarray(ks, dtype=np.int64)
+        if len(self.corpora) == 1:  # the common case: global record k is the corpus's own record k
+            return np.zeros_like(ks), self._index(0, ks)
         cycles, slot = np.divmod(ks, self.period)
         corpus = self._corpus[slot]
         local = cycles * np.array(self.weights, dtype=np.int64)[corpus] + self._rank[slot]
-        if len(self.corpora) == 1 and self._orders is not None:  # the common case: no per-corpus masks
-            return corpus, self._orders[0].indices(local)
         index = np.empty_like(local)
         for c in np.unique(corpus).tolist():
             hit = corpus == c
-            if self._orders is not None:
-                index[hit] = self._orders[c].indices(local[hit])
-            else:
-                index[hit] = local[hit] + self.corpora[c].offset
+            index[hit] = self._index(c, local[hit])
         return corpus, index
+
+    def _index(self, c: int, local: np.ndarray) -> np.ndarray:
+        """Where corpus c's records `local` (of its own endless or one-pass order) lie in its source."""
+        if self._orders is not None:
+            return self._orders[c].indices(local)
+        return local + self.corpora[c].offset
 
     def read(self, ks: np.ndarray) -> Any:
         ks = np.asarray(ks, dtype=np.int64)
         if self._length is not None and ks.size and int(ks.max()) >= self._length:
             raise IndexError(f"record {int(ks.max())} is past the end of a {self._length}-record mixture pass")
+        if len(self.corpora) == 1:
+            return read_batch(self.corpora[0].source, self._index(0, ks))
         corpus, index = self.locate(ks)
         present = np.unique(corpus).tolist()
         if len(present) == 1:

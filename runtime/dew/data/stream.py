@@ -2,8 +2,8 @@
 
 The global stream turns a global record order into this share's rows of each step. Step s covers
 global records [first_s, first_s + batch_s); share i of c reads first_s + i, first_s + i + c, … . The
-work is one function of the step number, run by Grain (threads, and worker processes when
-Loading.workers > 0), and one whole batch at a time rather than one record at a time.
+work is one function of the step number, run one whole batch at a time rather than one record at a
+time: by Grain's worker processes when Loading.workers > 0, and otherwise in the caller's own thread.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ _ENDLESS = 1 << 62
 class _ShareRows:
     """Step number → this share's rows of that step. Picklable, so Grain workers can run it.
 
-    Grain's close stops its reader threads without waiting for the reads they have started, so a
-    read could still touch a memmap after close returned (and fault if the caller then rewrites the
-    file). This counts the reads running in this process so close can wait them out, and turns away
-    reads that start after it.
+    A close can come from another thread than the one reading (a watchdog, a signal handler), and
+    a read still running after close returned could touch a memmap the caller then rewrites (and
+    fault). This counts the reads running in this process so close can wait them out, and turns
+    away reads that start after it.
     """
 
     def __init__(self, order: Order, schedule: Schedule, partition: DataPartition) -> None:
@@ -59,13 +59,14 @@ class _ShareRows:
             self._running += 1
         try:
             first, batch = self.schedule.step(step)
-            rows = self.partition.rows(batch)
-            ks = first + self.partition.index + self.partition.count * np.arange(rows, dtype=np.int64)
+            first += self.partition.index
+            ks = np.arange(first, first + batch, self.partition.count, dtype=np.int64)
             return self.order.read(ks)
         finally:
             with self._idle:
                 self._running -= 1
-                self._idle.notify_all()
+                if self._stopped:  # only stop() waits for the count
+                    self._idle.notify_all()
 
     def stop(self, timeout: float) -> bool:
         """Turns away new reads and waits up to `timeout` s for running ones; False if some still run."""
@@ -74,15 +75,35 @@ class _ShareRows:
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
-def _run(ds: grain.MapDataset, loading: Loading, rows: int) -> grain.DatasetIterator:
+class _InProcess:
+    """Steps read one after another in the caller's thread, from `step` on.
+
+    One trip through Grain's prefetching iterator costs about as much as reading a batch of windows
+    off a memmap, and reader threads in the training process only contend with it for the GIL; a
+    worker process is what overlaps reads with training.
+    """
+
+    def __init__(self, reads: _ShareRows, step: int) -> None:
+        self.reads, self.step = reads, step
+
+    def __next__(self) -> Any:
+        batch = self.reads(self.step)
+        if batch is None:
+            raise RuntimeError("this data iterator is closed")
+        self.step += 1
+        return batch
+
+    def close(self) -> None:
+        """Nothing runs on its own; _Started.close waits out a read another thread is in."""
+
+
+def _through_grain(reads: _ShareRows, step: int, stop: int, loading: Loading) -> grain.IterDataset:
+    """Grain running `reads` for steps [step, stop), up to `loading.threads` steps at a time."""
     import grain
 
-    prefetch = loading.prefetch_batches(rows)
+    prefetch = loading.prefetch_batches(reads.partition.rows(reads.schedule.step(step)[1]))
     read = grain.ReadOptions(num_threads=min(loading.threads, prefetch), prefetch_buffer_size=prefetch)
-    it = ds.to_iter_dataset(read)
-    if loading.workers:
-        it = workers.prefetch(it, loading)
-    return iter(it)
+    return grain.MapDataset.range(step, stop).map(reads).to_iter_dataset(read)
 
 
 def _owned(batch: Any) -> Any:
@@ -110,9 +131,14 @@ class _Started:
     """
 
     def __init__(
-        self, iterator: grain.DatasetIterator, *, from_workers: bool, rows: _ShareRows | None, stop_seconds: float
+        self,
+        iterator: grain.DatasetIterator | _InProcess,
+        *,
+        from_workers: bool,
+        rows: _ShareRows | None,
+        stop_seconds: float,
     ) -> None:
-        self.iterator: grain.DatasetIterator | None = iterator
+        self.iterator: grain.DatasetIterator | _InProcess | None = iterator
         self.from_workers, self.rows, self.stop_seconds = from_workers, rows, stop_seconds
 
     def __next__(self) -> Any:
@@ -171,23 +197,26 @@ class GlobalStream:
             raise RuntimeError("this data iterator is closed")
         if self.steps is not None and self._next_step >= self.steps:
             raise StopIteration
-        if self._started is None:
-            import grain
-
-            stop = _ENDLESS if self.steps is None else self.steps
-            reads = _ShareRows(self.order, self.schedule, self.partition)
-            ds = grain.MapDataset.range(self._next_step, stop).map(reads)
-            rows = self.partition.rows(self.schedule.step(self._next_step)[1])
-            self._started = _Started(
-                _run(ds, self.loading, rows),
-                from_workers=self.loading.workers > 0,
-                rows=reads,
-                stop_seconds=self.loading.stop_seconds,
-            )
-            self._finalizer = weakref.finalize(self, self._started.close)
-        batch = next(self._started)
+        # A local: a close from another thread may drop self._started meanwhile, and then this read
+        # is refused by the one it started on.
+        started = self._started or self._start()
+        batch = next(started)
         self._next_step += 1
         return batch
+
+    def _start(self) -> _Started:
+        reads = _ShareRows(self.order, self.schedule, self.partition)
+        iterator: grain.DatasetIterator | _InProcess
+        if self.loading.workers:
+            stop = _ENDLESS if self.steps is None else self.steps
+            iterator = iter(workers.prefetch(_through_grain(reads, self._next_step, stop, self.loading), self.loading))
+        else:
+            iterator = _InProcess(reads, self._next_step)
+        self._started = _Started(
+            iterator, from_workers=self.loading.workers > 0, rows=reads, stop_seconds=self.loading.stop_seconds
+        )
+        self._finalizer = weakref.finalize(self, self._started.close)
+        return self._started
 
     @property
     def records(self) -> int:
@@ -230,8 +259,8 @@ class GlobalStream:
 
     def close(self) -> None:
         """Stops the readers (threads and worker processes) this iterator started. Idempotent."""
+        self._closed = True  # first, so that a next() in another thread cannot start the stream again
         self._release()
-        self._closed = True
 
     def __enter__(self) -> GlobalStream:
         return self

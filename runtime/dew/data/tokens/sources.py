@@ -197,7 +197,8 @@ class TokenBytes:
         starts = np.asarray(starts, dtype=np.int64)
         if not len(starts):
             return np.empty((0, length), dtype=self.dtype)
-        if int(starts.min()) < 0 or int(starts.max()) + length > len(self):
+        # One reduction instead of min and max: a negative start, seen unsigned, is past any length.
+        if int(starts.view(np.uint64).max()) > len(self) - length:
             raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
         # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
         # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.

@@ -42,8 +42,9 @@ class TokenWindowSource(BatchRecords):
 
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
-            raise IndexError(f"window {int(indices.max())} is outside this {self.count}-window source")
+        # One reduction instead of min and max: a negative index, seen unsigned, is past any count.
+        if indices.size and int(indices.view(np.uint64).max()) >= self.count:
+            raise IndexError(f"windows {indices.tolist()} reach outside this {self.count}-window source")
         starts = (indices + self.first) * self.seq_len
         return {"text": spans(self.tokens, starts, self.seq_len + 1).astype(np.int32)}
 
