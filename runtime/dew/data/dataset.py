@@ -169,9 +169,9 @@ def global_dataset(
                 f"the validation split holds {len(val)} records, fewer than one global batch of {batch}; "
                 "lower the batch or hold out more (val_batches=0 holds nothing out)"
             )
-        val_reader = GlobalReader(OnePass(val), Schedule.flat(batch), loading, steps=steps)
+        val_reader = GlobalReader(OnePass(val), Schedule.flat(batch), loading, steps=steps, synchronous=in_process)
     return Dataset(
-        train=GlobalReader(train_order, Schedule.flat(batch), loading),
+        train=GlobalReader(train_order, Schedule.flat(batch), loading, synchronous=in_process),
         val=val_reader,
         records=records if records is not None else (len(train) if train is not None else None),
         batch=batch,

@@ -173,9 +173,14 @@ class GlobalStream:
         loading: Loading,
         *,
         steps: int | None = None,
+        synchronous: bool = False,
     ) -> None:
         self.order, self.schedule, self.partition, self.loading = order, schedule, partition, loading
         self.steps = steps
+        # Without worker processes, a kind whose reads are plain copies reads in the caller's thread
+        # (_InProcess); one that decodes (images, clips) keeps Grain's reader threads, which overlap
+        # the decoding that releases the GIL.
+        self.synchronous = synchronous
         for stage in schedule.stages:
             partition.rows(stage.batch)  # refuse a share count that does not divide a stage's batch
         self._next_step = 0
@@ -207,11 +212,13 @@ class GlobalStream:
     def _start(self) -> _Started:
         reads = _ShareRows(self.order, self.schedule, self.partition)
         iterator: grain.DatasetIterator | _InProcess
+        stop = _ENDLESS if self.steps is None else self.steps
         if self.loading.workers:
-            stop = _ENDLESS if self.steps is None else self.steps
             iterator = iter(workers.prefetch(_through_grain(reads, self._next_step, stop, self.loading), self.loading))
-        else:
+        elif self.synchronous:
             iterator = _InProcess(reads, self._next_step)
+        else:
+            iterator = iter(_through_grain(reads, self._next_step, stop, self.loading))
         self._started = _Started(
             iterator, from_workers=self.loading.workers > 0, rows=reads, stop_seconds=self.loading.stop_seconds
         )
@@ -277,9 +284,13 @@ class GlobalReader:
     schedule: Schedule
     loading: Loading
     steps: int | None = None
+    synchronous: bool = False
 
     def __call__(self, partition: DataPartition | None = None) -> GlobalStream:
-        return GlobalStream(self.order, self.schedule, partition or DataPartition(), self.loading, steps=self.steps)
+        partition = partition or DataPartition()
+        return GlobalStream(
+            self.order, self.schedule, partition, self.loading, steps=self.steps, synchronous=self.synchronous
+        )
 
     def with_schedule(self, schedule: Schedule) -> GlobalReader:
         return dataclasses.replace(self, schedule=schedule)
