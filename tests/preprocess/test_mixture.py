@@ -52,9 +52,8 @@ def test_plan_counts_windows_and_epochs_and_refuses_mixed_tokenizers(tmp_path: P
         mixed = ["--corpus", str(web), "--corpus", str(other), "--tokens", "100", "--seq_len", "8", "--output", "y"]
         cli.main(["plan-mixture", *mixed, *IN_MEMORY])
     with pytest.raises(Exception, match="not a committed corpus"):
-        cli.main(
-            ["plan-mixture", "--corpus", str(tmp_path / "nowhere"), "--tokens", "9", "--seq_len", "8", "--output", "x"]
-        )
+        nowhere = ["--corpus", str(tmp_path / "nowhere"), "--tokens", "9", "--seq_len", "8", "--output", "x"]
+        cli.main(["plan-mixture", *nowhere, *IN_MEMORY])
 
 
 @given(total=st.integers(0, 10**6), weights=st.lists(st.floats(0.01, 100), min_size=1, max_size=6))
