@@ -63,7 +63,8 @@ def test_every_token_of_every_document_appears_once_per_epoch(corpus, seq_len: i
         for segment in range(1, int(segments[row].max()) + 1):
             cells = np.flatnonzero(segments[row] == segment)
             piece = source.plan.offsets[row] + segment - 1
-            start = int(source.documents.starts[source.plan.documents[piece]] + source.plan.starts[piece])
+            document = int(source.plan.documents[piece])
+            start = (int(ends[document - 1]) if document else 0) + int(source.plan.starts[piece])
             # segment ids and positions agree: one contiguous run counting up from 0
             assert (np.diff(cells) == 1).all() and positions[row, cells].tolist() == list(range(len(cells)))
             np.testing.assert_array_equal(text[row, cells], stream[start : start + len(cells)])

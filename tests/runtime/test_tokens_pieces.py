@@ -175,11 +175,14 @@ def test_an_array_record_shard_with_other_record_counts_is_refused_on_open(tmp_p
         source[0:10]
 
 
-def test_piece_index_validates_itself() -> None:
+def test_piece_index_validates_itself(tmp_path) -> None:
     with pytest.raises(ValueError, match="add up"):
         PieceIndex(ends=np.array([1, 2]), counts=np.array([1]))
+    # The order of the ends is the writer's to check: a reader maps the file and never scans it.
     with pytest.raises(ValueError, match="never decrease"):
-        PieceIndex(ends=np.array([3, 2]), counts=np.array([2]))
+        PieceIndex(ends=np.array([3, 2]), counts=np.array([2])).save(str(tmp_path / "train.pieces.npz"), "fp")
+    with pytest.raises(ValueError, match="negative length"):
+        PieceIndex.of_lengths([np.array([3, -1])])
     with pytest.raises(ValueError, match="integers"):
         PieceIndex(ends=np.array([1.5]), counts=np.array([1]))
     empty = PieceIndex.of_lengths([np.zeros(0, dtype=np.int64), np.array([4, 0, 2])])

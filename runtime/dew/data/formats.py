@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import integrity, remote
+from dew.data import integrity, mapped, remote
 from dew.data.sections import SECTIONS, Section, TokensSection
 
 META = "meta.json"
@@ -361,23 +361,27 @@ def _derived_role(path: str) -> tuple[str, str]:
 
 def save_derived(path: str, fingerprint: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Saves arrays derived from a corpus, stamped with that corpus's fingerprint and the split and role
-    its name gives it (formats.derived_path), atomically."""
+    its name gives it (formats.derived_path), atomically, laid out for readers to map (dew.data.mapped)."""
     split, role = _derived_role(path)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
-    np.savez(tmp, fingerprint=np.array(fingerprint), split=np.array(split), role=np.array(role), **arrays)
+    stamps = {"fingerprint": np.array(fingerprint), "split": np.array(split), "role": np.array(role)}
+    mapped.write_arrays(tmp, {**stamps, **arrays})
     os.replace(tmp, path)
 
 
 def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
-    """The arrays of a derived file if it exists and was derived from this corpus; None otherwise.
+    """The arrays of a derived file, mapped, if it exists and was derived from this corpus; None otherwise.
 
+    Mapping costs O(1) in the arrays' size, and the processes of a host share the pages they read. The
+    file's bytes are checked against its zip CRC-32s the first time a host opens it (one read of the
+    file; dew.data.integrity caches the verdict), so damage is refused before anything is read from it.
     A file of this corpus that another split or role wrote is refused rather than recomputed: it is
     there because someone copied or renamed it, and silently planning anew would hide that mistake
     and cost every host the scan the file exists to avoid. A file without its split and role (written
     by an older dew) cannot show where it belongs, so it is ignored and the runtime recomputes it.
-    Damaged bytes fail the zip's per-array CRC-32 and are refused.
     """
-    if remote.is_remote(path):
+    cached = remote.is_remote(path)
+    if cached:
         if not remote.exists(path):
             return None
         path = remote.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
@@ -385,19 +389,29 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
         return None
     fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if str(data["fingerprint"]) != fingerprint:
-                return None
-            if "split" not in data.files or "role" not in data.files:
-                _log.warning("%s has no split and role (an older dew wrote it); ignored: %s", path, fix)
-                return None
-            found = (str(data["split"]), str(data["role"]))
-            arrays = {name: data[name] for name in names}
-    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        recorded = mapped.recorded_crcs(path)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
         raise ValueError(f"{path} is not a readable derived file ({error}); {fix}") from None
+    check = f"against its zip directory: the file was damaged after it was written; {fix}"
+    integrity.verify_once(path, "zip-crc32", recorded, lambda: mapped.member_crcs(path), fix=check, ctime=not cached)
+    try:
+        data = mapped.map_arrays(path)
+        if _text(data["fingerprint"]) != fingerprint:
+            return None
+        if "split" not in data or "role" not in data:
+            _log.warning("%s has no split and role (an older dew wrote it); ignored: %s", path, fix)
+            return None
+        found = (_text(data["split"]), _text(data["role"]))
+        arrays = {name: data[name] for name in names}
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path} is not a readable derived file ({error!r}); {fix}") from None
     if found != _derived_role(path):
         raise ValueError(
             f"{path} holds the {found[1]} of split {found[0]!r}, not the {_derived_role(path)[1]} of split "
             f"{_derived_role(path)[0]!r}: it was copied or renamed into place; {fix}"
         )
     return arrays
+
+
+def _text(array: np.ndarray) -> str:
+    return str(array[()])

@@ -18,7 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dew.data import remote
@@ -93,8 +93,24 @@ def verify_file(path: str, *, sha256: str, crc32c: str = "") -> None:
     if not enabled():
         return
     algorithm, expected = ("crc32c", crc32c) if crc32c and _crc32c() is not None else ("sha256", sha256)
+    fix = "against meta.json: the shard was damaged or rewritten after the commit; rerun the preprocess job with "
+    fix += "--overwrite"
+    verify_once(path, algorithm, expected, lambda: digest_file(path, algorithm), fix=fix)
+
+
+def verify_once(
+    path: str, algorithm: str, expected: str, digest: Callable[[], str], *, fix: str, ctime: bool = True
+) -> None:
+    """Raises ValueError unless `digest()` of the local file `path` is `expected`, computing it at most
+    once per host per file state: the verdict is cached under `algorithm`, which names what `digest`
+    computes. `fix` follows "fails its <algorithm> check" in the error.
+
+    ctime=False leaves the change time out of the file state, for remote.fetch's cached copies: the
+    cache touches a copy's times on every use, and replaces (never rewrites) a copy it refetches.
+    """
     stat = os.stat(path)
-    parts = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, stat.st_dev)
+    changed = stat.st_ctime_ns if ctime else 0
+    parts = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns, changed, stat.st_ino, stat.st_dev)
     key = "\0".join(str(part) for part in (*parts, algorithm))
     entry = os.path.join(remote.cache_dir(), "verified", hashlib.sha256(key.encode()).hexdigest()[:32])
     if _verdict(entry) == expected:
@@ -103,11 +119,8 @@ def verify_file(path: str, *, sha256: str, crc32c: str = "") -> None:
     with _locked(entry):
         if _verdict(entry) == expected:  # another worker of this host hashed it while we waited
             return
-        if digest_file(path, algorithm) != expected:
-            raise ValueError(
-                f"{path} fails its {algorithm} check against meta.json: the shard was damaged or rewritten after "
-                "the commit; rerun the preprocess job with --overwrite"
-            )
+        if digest() != expected:
+            raise ValueError(f"{path} fails its {algorithm} check {fix}")
         tmp = f"{entry}.tmp-{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(expected)

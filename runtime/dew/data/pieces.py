@@ -4,7 +4,8 @@ A record-shaped source must know each piece's length before it can map an offset
 learning that by reading the shards is O(corpus) at startup. Every writer knows each length as it
 writes it and leaves them beside the shards as `<split>.pieces.npz`, stamped with the directory's
 fingerprint, whatever kind of record it wrote: lengths count token ids for tokens and record bytes for
-packed records (Section.UNIT). A source built from that file opens nothing but the pieces it reads.
+packed records (Section.UNIT). A source built from that file maps it (dew.data.mapped) and opens
+nothing but the pieces it reads, so its start costs the same whatever the corpus holds.
 Without the file (or with one from another directory) a source scans its shards and builds the same index.
 """
 
@@ -34,20 +35,22 @@ class PieceIndex:
     field: str = ""
 
     def __post_init__(self) -> None:
-        ends, counts = np.asarray(self.ends), np.asarray(self.counts)
+        # Checks here cost O(shards), never O(pieces): a loaded index is mapped, and a start must not read
+        # it whole. That the ends never decrease is checked where an index is made (of_lengths) and saved.
+        ends, counts = np.asanyarray(self.ends), np.asanyarray(self.counts)
         if ends.ndim != 1 or counts.ndim != 1:
             raise ValueError("a piece index holds 1-D ends and counts")
         if ends.size and not np.issubdtype(ends.dtype, np.integer):
             raise ValueError(f"piece ends must be integers, got {ends.dtype}")
         if counts.size and not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(f"piece counts must be integers, got {counts.dtype}")
-        ends, counts = ends.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+        ends, counts = _int64(ends), _int64(counts)
         if counts.size and int(counts.min()) < 0:
             raise ValueError("a shard cannot hold a negative number of pieces")
         if int(counts.sum()) != ends.size:
             raise ValueError(f"the shards' piece counts add up to {int(counts.sum())}, but {ends.size} ends are given")
-        if ends.size and (int(ends[0]) < 0 or bool(np.any(ends[1:] < ends[:-1]))):
-            raise ValueError("piece ends must start at or after 0 and never decrease")
+        if ends.size and int(ends[0]) < 0:
+            raise ValueError("piece ends must start at or after 0")
         object.__setattr__(self, "ends", ends)
         object.__setattr__(self, "counts", counts)
 
@@ -56,6 +59,8 @@ class PieceIndex:
         """The index of shards whose pieces have these lengths, shard by shard."""
         flat = [np.asarray(x, dtype=np.int64) for x in lengths]
         joined = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
+        if joined.size and int(joined.min()) < 0:
+            raise ValueError(f"piece {int(np.argmin(joined))} has negative length {int(joined.min())}")
         counts = np.array([len(x) for x in flat], dtype=np.int64)
         return cls(ends=np.cumsum(joined, dtype=np.int64), counts=counts, field=field)
 
@@ -78,10 +83,15 @@ class PieceIndex:
     @property
     def shard_ends(self) -> np.ndarray:
         """Units in the stream up to the end of each shard."""
-        return np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[self.shard_piece_ends]
+        return ends_at(self.ends, self.shard_piece_ends)
 
     def save(self, path: str, fingerprint: str) -> None:
-        """Writes the index stamped with the fingerprint of the corpus it describes, atomically."""
+        """Writes the index stamped with the fingerprint of the corpus it describes, atomically.
+
+        Refuses ends that decrease: readers map the file and trust its order without scanning it.
+        """
+        if self.ends.size > 1 and bool(np.any(self.ends[1:] < self.ends[:-1])):
+            raise ValueError("piece ends must never decrease")
         arrays = {"ends": self.ends, "counts": self.counts, "field": np.array(self.field)}
         formats.save_derived(path, fingerprint, arrays)
 
@@ -102,6 +112,20 @@ class PieceIndex:
                 f"{path} is not a readable piece index ({error}); delete it and the runtime computes the index "
                 "from the shards, or rerun the preprocess job to rewrite it"
             ) from None
+
+
+def ends_at(ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """ends[counts - 1], with 0 where a count is 0: where the first `counts` pieces end, reading only those."""
+    counts = np.asarray(counts, dtype=np.int64)
+    out = np.zeros(counts.shape, dtype=np.int64)
+    some = counts > 0
+    out[some] = ends[counts[some] - 1]
+    return out
+
+
+def _int64(array: np.ndarray) -> np.ndarray:
+    """The array as int64; a mapped int64 array stays itself (mapped), where np.asarray would unwrap it."""
+    return array if array.dtype == np.int64 else array.astype(np.int64)
 
 
 def offline_pieces(directory: str, meta: formats.Meta, split: str, field: str | None) -> PieceIndex | None:

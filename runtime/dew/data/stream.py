@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 _ENDLESS = 1 << 62
 
 
+def share_records(schedule: Schedule, partition: DataPartition, step: int) -> np.ndarray:
+    """The global records a share reads at `step`: first + index, first + index + count, … of the step's
+    batch. Every reader of a share reads the same records; which source records they are is the order's."""
+    first, batch = schedule.step(step)
+    # The stream checked at its start that every stage's batch splits into the shares.
+    return np.arange(first + partition.index, first + batch, partition.count, dtype=np.int64)
+
+
 class _ShareRows:
     """Step number → this share's rows of that step. Picklable, so Grain workers can run it.
 
@@ -58,10 +66,7 @@ class _ShareRows:
                 return None  # the iterator is closed: nobody will take this step
             self._running += 1
         try:
-            first, batch = self.schedule.step(step)
-            first += self.partition.index
-            ks = np.arange(first, first + batch, self.partition.count, dtype=np.int64)
-            return self.order.read(ks)
+            return self.order.read(share_records(self.schedule, self.partition, step))
         finally:
             with self._idle:
                 self._running -= 1

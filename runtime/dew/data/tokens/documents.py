@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.packed_batch import packed_batch
-from dew.data.packing import PackingPlan, document_ends
+from dew.data.packing import PackingPlan, document_ends, lengths_of
 from dew.data.records import BatchRecords, describe_source
 from dew.data.tokens.sources import TokenSource
 
@@ -26,23 +26,26 @@ class TokenDocumentSource:
         self.eos_id = tokens.eos_id if eos_id is None else eos_id
         if ends is None:
             ends = document_ends(len(tokens), lambda a, b: tokens[a:b], self.eos_id)
-        self.ends = np.asarray(ends, dtype=np.int64)
+        ends = np.asanyarray(ends)
+        # An offline index is mapped: np.asarray would unwrap it, and a copy would cost O(documents).
+        self.ends = ends if ends.dtype == np.int64 else ends.astype(np.int64)
         if len(self.ends) and int(self.ends[-1]) != len(tokens):
             raise ValueError(
                 f"the document index ends at id {int(self.ends[-1])} but the stream holds {len(tokens)}: "
                 "it was derived from another corpus"
             )
-        self.starts = np.concatenate([[0], self.ends[:-1]]).astype(np.int64) if len(self.ends) else self.ends
 
     @property
     def lengths(self) -> np.ndarray:
-        return self.ends - self.starts
+        """Every document's length: O(documents), for planning, never for reading."""
+        return lengths_of(self.ends)
 
     def __len__(self) -> int:
         return len(self.ends)
 
     def __getitem__(self, index: int) -> np.ndarray:
-        return self.tokens[int(self.starts[index]) : int(self.ends[index])]
+        start = int(self.ends[index - 1]) if index else 0
+        return self.tokens[start : int(self.ends[index])]
 
     def describe(self) -> dict[str, Any]:
         return {"documents": len(self), "eos_id": self.eos_id, "tokens": describe_source(self.tokens)}
@@ -63,17 +66,18 @@ class PackedWindowSource(BatchRecords):
         self.count = len(plan) - first if count is None else count
         if first < 0 or self.count < 0 or first + self.count > len(plan):
             raise ValueError(f"windows {first}..{first + self.count} are outside the plan's {len(plan)} windows")
-        self._filled: np.ndarray | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_filled": None}  # derived from the plan; rebuilt where it is needed
 
     def tokens_in(self, indices: np.ndarray) -> np.ndarray:
         """Real tokens (padding excluded) in each of these windows."""
-        if self._filled is None:
-            plan = self.plan
-            self._filled = np.add.reduceat(plan.lengths, plan.offsets[:-1]) if len(plan) else np.zeros(0, np.int64)
-        return self._filled[np.asarray(indices, dtype=np.int64) + self.first]
+        windows = np.asarray(indices, dtype=np.int64) + self.first
+        if not windows.size:
+            return np.zeros(0, dtype=np.int64)
+        # Reads these windows' pieces only: a table over the whole plan would cost O(windows) at first use.
+        first = self.plan.offsets[windows]
+        counts = self.plan.offsets[windows + 1] - first
+        at = np.cumsum(counts) - counts  # where each window's pieces begin among those gathered
+        pieces = np.repeat(first - at, counts) + np.arange(int(counts.sum()))
+        return np.add.reduceat(self.plan.lengths[pieces], at)
 
     def __len__(self) -> int:
         return self.count
@@ -93,11 +97,11 @@ class PackedWindowSource(BatchRecords):
         """read(document, start, length) for this source's documents: one slice of the token stream
         when they are a TokenDocumentSource, else a slice of the document record."""
         documents = self.documents
-        if hasattr(documents, "starts") and hasattr(documents, "tokens"):
-            tokens, firsts = documents.tokens, documents.starts
+        if isinstance(documents, TokenDocumentSource):
+            tokens, ends = documents.tokens, documents.ends
 
             def span(document: int, start: int, length: int) -> np.ndarray:
-                origin = int(firsts[document]) + start
+                origin = (int(ends[document - 1]) if document else 0) + start
                 return tokens[origin : origin + length]
 
             return span

@@ -21,7 +21,7 @@ import numpy as np
 from dew.data import formats, remote
 from dew.data.codec import unpack_field
 from dew.data.extras import require
-from dew.data.pieces import PieceIndex
+from dew.data.pieces import PieceIndex, ends_at
 
 _DEFAULT_DTYPE = np.dtype(np.uint16)
 
@@ -331,8 +331,7 @@ class TokenColumn(_Pieces):
             )
         self.pieces = pieces
         # A row group ends where its last row does; an empty group ends where the one before it did.
-        starts = np.concatenate([np.zeros(1, dtype=np.int64), pieces.ends])
-        self.piece_ends = starts[np.cumsum(np.array(group_rows, dtype=np.int64))]
+        self.piece_ends = ends_at(pieces.ends, np.cumsum(np.array(group_rows, dtype=np.int64)))
 
     def scan(self, names: Sequence[str]) -> PieceIndex:
         """Reads each file's column once for every row's id count: the index the preprocess job writes ahead."""
@@ -477,9 +476,9 @@ class TokenRecords(_Pieces):
         if self.pieces is not None and self.vocab_size is not None and decoded:  # None while scan learns lengths
             at = _outside(np.concatenate(decoded), self.vocab_size)
             if at is not None:
-                starts = np.concatenate([np.zeros(1, dtype=np.int64), self.piece_ends])
                 first = int(self.record_ends[file - 1]) if file else 0
-                offset = int(starts[first + lo] - starts[first]) + at
+                record_start, file_start = ends_at(self.piece_ends, np.array([first + lo, first])).tolist()
+                offset = record_start - file_start + at
                 value = int(np.concatenate(decoded)[at])
                 raise _refuse_id(path, value, offset, self.vocab_size)
         return decoded
