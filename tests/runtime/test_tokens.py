@@ -181,3 +181,15 @@ def test_seq_len_below_one_is_refused() -> None:
 def test_an_uncommitted_directory_is_refused(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no meta\.json"):
         open_tokens(str(tmp_path))
+
+
+def test_a_damaged_parquet_file_is_named(tmp_path) -> None:
+    from dew.data.rows import read_table
+    from dew.data.tokens.corpus import open_tokens
+
+    bad = tmp_path / "ids.parquet"
+    bad.write_bytes(b"PAR1 not a footer")
+    with pytest.raises(ValueError, match=f"{bad} is not a readable parquet file"):
+        open_tokens(str(bad))
+    with pytest.raises(ValueError, match=f"{bad} is not a readable parquet file"):
+        read_table(str(bad), ["prompt"])

@@ -41,7 +41,10 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
     pq = require("pyarrow.parquet", for_what=f"reading parquet ({path})")
 
     def read(source: Any) -> Any:
-        schema = pq.read_schema(source)
+        try:
+            schema = pq.read_schema(source)
+        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+            raise ValueError(f"{path} is not a readable parquet file ({error})") from None
         missing = [c for c in columns if c not in schema.names]
         if missing:
             raise ValueError(

@@ -279,6 +279,14 @@ def _verify(paths: Sequence[str], shards: Sequence[formats.Shard] | None) -> Non
         formats.verify_shard(os.path.dirname(path), shard, checksum=True)
 
 
+def _parquet_file(pq: Any, path: str) -> Any:
+    """pyarrow's ParquetFile over `path`, its errors (which name no file) naming it."""
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise ValueError(f"{path} is not a readable parquet file ({error}); rerun the preprocess job") from None
+
+
 class TokenColumn(_Pieces):
     """One parquet column of id lists, every row of every file in order, as one stream.
 
@@ -309,7 +317,7 @@ class TokenColumn(_Pieces):
         _verify(self.paths, shards)  # every footer is read now, so every file is checked now
         names, groups, group_rows, file_rows = [], [], [], []
         for path in self.paths:
-            file = pq.ParquetFile(path)  # the footer only: row group sizes, no column data
+            file = _parquet_file(pq, path)  # the footer only: row group sizes, no column data
             columns = file.schema_arrow.names
             name = column if column is not None else (columns[0] if len(columns) == 1 else None)
             if name is None or name not in columns:
@@ -340,7 +348,7 @@ class TokenColumn(_Pieces):
 
         lengths = []
         for path, name in zip(self.paths, names, strict=True):
-            file, rows = pq.ParquetFile(path), []
+            file, rows = _parquet_file(pq, path), []
             for group in range(file.num_row_groups):
                 values = file.read_row_group(group, columns=[name]).column(0)
                 rows.append(pc.fill_null(pc.list_value_length(values), 0).to_numpy().astype(np.int64))
@@ -356,7 +364,10 @@ class TokenColumn(_Pieces):
         if cached is None:
             pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
             path, group = self.groups[index]
-            table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
+            try:
+                table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
+            except (OSError, ValueError) as error:
+                raise ValueError(f"{path} row group {group} cannot be read ({error}); the file is damaged") from None
             values = table.column(0).combine_chunks().flatten().to_numpy(zero_copy_only=False)
             cached = _cast(np.asarray(values), self.dtype, f"{path} row group {group} column {self.column!r}")
             at = _outside(cached, self.vocab_size)
