@@ -39,7 +39,8 @@ CORRUPT = "corrupt"
 NO_VIDEO = "no_video"
 TOO_SHORT = "too_short"
 TRUNCATED = "truncated"
-REASONS = (EMPTY, CORRUPT, NO_VIDEO, TOO_SHORT, TRUNCATED)
+UNSUPPORTED_CODEC = "unsupported_codec"
+REASONS = (EMPTY, CORRUPT, NO_VIDEO, TOO_SHORT, TRUNCATED, UNSUPPORTED_CODEC)
 
 
 class VideoError(ValueError):
@@ -120,6 +121,8 @@ class Video:
             if not self._container.streams.video:
                 raise VideoError(path, NO_VIDEO, "the file has no video stream")
             self._video = self._container.streams.video[0]
+            if self._video.codec_context is None:  # FFmpeg knows the container but has no decoder for the stream
+                raise VideoError(path, UNSUPPORTED_CODEC, "FFmpeg has no decoder for its video codec")
             self._video.thread_type = "AUTO"
             audio = self._container.streams.audio
             self._audio = audio[0] if audio else None
