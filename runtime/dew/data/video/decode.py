@@ -192,26 +192,37 @@ class Video:
 
     def _frames(self, shape: ClipShape, start: float) -> np.ndarray:
         targets = start + np.arange(shape.frames) / shape.frame_rate
-        out = np.empty((shape.frames, shape.frame_size, shape.frame_size, 3), dtype=np.uint8)
-        filled = self._pick(targets, out, seek=start)
-        if filled < 0:
-            # The seek landed past the clip (a file whose index misplaces its keyframes): read from the head.
-            filled = self._pick(targets, out, seek=self.origin)
-        if filled < shape.frames:
-            raise VideoError(
-                self.path,
-                TRUNCATED,
-                f"the frames stop before {targets[filled]:.3f} s, inside the {self.end:.3f} s the file declares",
-            )
-        return out
+        picked = list(self._on_screen(targets, shape.frame_size, seek=start))
+        if len(picked) < shape.frames:
+            raise self._truncated(targets[len(picked)])
+        return np.stack(picked)
 
-    def _pick(self, targets: np.ndarray, out: np.ndarray, *, seek: float) -> int:
-        """Fills `out` with the frame on screen at each target time; how many it filled, or -1 when the
-        first frame after seeking to `seek` already comes after the first target."""
+    def _truncated(self, missing: float) -> VideoError:
+        return VideoError(
+            self.path,
+            TRUNCATED,
+            f"the frames stop before {missing:.3f} s, inside the {self.end:.3f} s the file declares",
+        )
+
+    def _on_screen(self, targets: np.ndarray, size: int, *, seek: float) -> Iterator[np.ndarray]:
+        """The square frame on screen at each of `targets` (ascending), decoding forward from the keyframe at
+        or before `seek`; it stops short where the frames do."""
+        try:
+            yield from self._pick(targets, size, seek=seek)
+        except _LandedPast:
+            # The seek landed past the first target (a file whose index misplaces its keyframes): read from
+            # the head. _pick raises this before it yields anything, so nothing is given twice.
+            yield from self._pick(targets, size, seek=self.origin)
+
+    def _pick(self, targets: np.ndarray, size: int, *, seek: float) -> Iterator[np.ndarray]:
+        """The frame on screen at each target time, made square, as they come; raises _LandedPast when the
+        first frame after seeking to `seek` already comes after the first target.
+
+        Repeated frames (a target grid finer than the file's) are one array given again, not copies."""
         # A timestamp is an integer count of the stream's time base, rounded: one within half a tick of a
         # grid time is on it. Capped, since a coarse time base (AVI's 1/fps) is exact and not rounded.
         slack = min(float(self._video.time_base) / 2, _MAX_ROUNDING)
-        shown = _Shown(out.shape[1])
+        shown = _Shown(size)
         filled = 0
         with contextlib.closing(self._decoded(self._video, seek)) as frames:
             for frame in frames:
@@ -220,22 +231,21 @@ class Video:
                     raise VideoError(self.path, CORRUPT, "a video frame has no presentation timestamp")
                 if shown.frame is None and time > targets[0] + slack:
                     if seek > self.origin:
-                        return -1
+                        raise _LandedPast
                     shown.frame = frame  # the file starts after the clip's first instant: its first frame is shown
                 while filled < len(targets) and time > targets[filled] + slack:
-                    out[filled] = shown.square()
+                    yield shown.square()
                     filled += 1
                 if filled == len(targets):
-                    return filled
+                    return
                 shown.frame = frame
         # The stream has ended: its last frame stays on screen for its own duration, and no longer, so a
         # truncated file is found out rather than padded with its last frame.
         last = shown.frame
         until = last.time + self._lasts(last) if last is not None else -math.inf
         while filled < len(targets) and targets[filled] < until - slack:
-            out[filled] = shown.square()
+            yield shown.square()
             filled += 1
-        return filled
 
     def _lasts(self, frame: Any) -> float:
         """How long `frame` is on screen: its own duration, or one frame at the stream's average rate."""
@@ -280,6 +290,10 @@ _MAX_ROUNDING = 1e-3
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
+
+
+class _LandedPast(Exception):
+    """A seek landed after the first frame asked for."""
 
 
 class _Shown:
