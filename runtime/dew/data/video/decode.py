@@ -187,7 +187,9 @@ class Video:
         frames = self._frames(shape, start)
         audio = np.zeros(shape.audio_samples, dtype=np.float32)
         if shape.audio_rate is not None and self._audio is not None:
-            self._fill_audio(audio, shape, start - shape.audio_padding / shape.frame_rate)
+            _, error = self._fill_audio(audio, shape, start - shape.audio_padding / shape.frame_rate)
+            if error is not None:
+                raise error
         return Clip(frames=frames, audio=audio, start=start, has_audio=self.has_audio)
 
     def clips(self, shape: ClipShape, indices: Iterable[int]) -> Iterator[Clip]:
@@ -212,7 +214,7 @@ class Video:
 
     def _group(self, shape: ClipShape, starts: list[float]) -> Iterator[Clip]:
         """The clips at `starts` (ascending) from one pass over their frames and one over their audio."""
-        audio = self._group_audio(shape, starts)
+        audio, failed = self._group_audio(shape, starts)
         # Each clip's own target times, computed as clip() computes them, so that each is compared with the
         # frames' times exactly as there; times shared by overlapping clips are picked once.
         targets = [start + np.arange(shape.frames) / shape.frame_rate for start in starts]
@@ -224,6 +226,8 @@ class Video:
             picked[position], filled = square, position + 1
             # A clip is complete once its last time is picked; clips end in the order they start.
             while done < len(starts) and where[done, -1] == position:
+                if done == failed.clip and failed.error is not None:
+                    raise failed.error  # after the frames, as clip() reads them: a file cut short is truncated
                 frames = np.stack([picked[p] for p in where[done]])
                 yield Clip(frames=frames, audio=audio[done], start=starts[done], has_audio=self.has_audio)
                 done += 1
@@ -234,18 +238,24 @@ class Video:
             missing = np.searchsorted(where[done], filled)
             raise self._truncated(targets[done][missing])
 
-    def _group_audio(self, shape: ClipShape, starts: list[float]) -> list[np.ndarray]:
-        """Each clip's audio, cut from one resampled span from the first clip's padding to the last's."""
+    def _group_audio(self, shape: ClipShape, starts: list[float]) -> tuple[list[np.ndarray], _AudioFailed]:
+        """Each clip's audio, cut from one resampled span from the first clip's padding to the last's, and
+        the first clip the audio failed to reach, if it failed."""
         silent = [np.zeros(shape.audio_samples, dtype=np.float32) for _ in starts]
         if shape.audio_rate is None or self._audio is None:
-            return silent
+            return silent, _AudioFailed()
         rate = shape.audio_rate
         span = np.zeros(round((starts[-1] - starts[0]) * rate) + shape.audio_samples, dtype=np.float32)
-        self._fill_audio(span, shape, starts[0] - shape.audio_padding / shape.frame_rate)
+        reached, error = self._fill_audio(span, shape, starts[0] - shape.audio_padding / shape.frame_rate)
         # The offset rounds as clip() rounds where its first decoded sample goes; copies, so that a clip
         # does not keep the whole span alive.
         offsets = [round((start - starts[0]) * rate) for start in starts]
-        return [span[at : at + shape.audio_samples].copy() for at in offsets]
+        audio = [span[at : at + shape.audio_samples].copy() for at in offsets]
+        if error is None:
+            return audio, _AudioFailed()
+        # clip() would fail on the first clip whose audio reaches the damage; those before it are whole.
+        first = next(i for i, at in enumerate(offsets) if at + shape.audio_samples > reached)
+        return audio, _AudioFailed(clip=first, error=error)
 
     def _frames(self, shape: ClipShape, start: float) -> np.ndarray:
         targets = start + np.arange(shape.frames) / shape.frame_rate
@@ -312,22 +322,28 @@ class Video:
         rate = self._video.average_rate or self._video.guessed_rate
         return float(1 / rate) if rate else 0.0
 
-    def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> None:
-        """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate."""
+    def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> tuple[int, VideoError | None]:
+        """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate: how many
+        leading samples are written, and the error that stopped it short, for the caller to raise when
+        it needs those samples."""
         rate = shape.audio_rate
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
         origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
-        for frame in self._decoded(self._audio, max(start, origin)):
-            if at is None:
-                at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
-            for piece in resampler.resample(frame):
-                at = _place(out, piece, at)
-            if at >= len(out):
-                return
+        try:
+            for frame in self._decoded(self._audio, max(start, origin)):
+                if at is None:
+                    at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
+                for piece in resampler.resample(frame):
+                    at = _place(out, piece, at)
+                if at >= len(out):
+                    return len(out), None
+        except VideoError as error:
+            return max(at or 0, 0), error
         if at is not None:
             for piece in resampler.resample(None):
                 at = _place(out, piece, at)
+        return len(out), None
 
     def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
         """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file."""
@@ -354,6 +370,14 @@ _GROUP_SECONDS = 60.0
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class _AudioFailed:
+    """Where a pass's audio stopped short: the first clip it does not cover (-1 when none), and why."""
+
+    clip: int = -1
+    error: VideoError | None = None
 
 
 class _LandedPast(Exception):
