@@ -1,6 +1,6 @@
 """WriteClips: video Sources → a committed `dew.clips/1` directory, end to end, as one PTransform.
 
-    spread videos → decode each video's clips (one open file, a seek per clip) → drop clips of videos
+    spread videos → decode each video's clips (one open file, one pass per run of nearby clips) → drop clips of videos
     that failed part-way → shard counts → route → write shards → stats.json → meta.json
 
 Every clip is cut by dew.data.video.decode, the path VideoDataset reads through at training time, so a
@@ -182,8 +182,9 @@ class _DecodeVideo(beam.DoFn):
         with Video(source.path) as video:
             if shape.audio_rate is not None and not video.has_audio and plan.no_audio == "drop":
                 raise VideoError(source.path, NO_AUDIO, "the file has no audio stream (--no_audio drop)")
-            for index in plan.clip_indices(video.starts(shape)):
-                clip = video.clip(shape, index)
+            indices = plan.clip_indices(video.starts(shape))
+            # clips() gives them in ascending order, as clip_indices lists them.
+            for index, clip in zip(indices, video.clips(shape, indices), strict=True):
                 span = (clip.start, clip.start + shape.seconds)
                 record = pack_clip(
                     self.section, clip.frames, clip.audio, caption=source.caption, source=source.path, span=span,
