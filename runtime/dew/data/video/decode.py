@@ -4,13 +4,18 @@ Every video path of dew decodes through here (VideoDataset at read time, the off
 clip is cut, resized and given its audio the same way wherever it is made, and a file is refused for
 the same reasons (REASONS) with an error naming it.
 
-- Frames: PyAV with frame threading on (several times faster than one thread). A clip seeks to the
-  keyframe at or before its start and decodes forward from there, never from the head of the file.
+- Two paths, the same frames. Video.clip (VideoDataset at read time, one clip a record) seeks to the
+  keyframe at or before the clip's start and decodes forward from there, never from the head of the
+  file, and seeks its audio again. Video.clips (the offline job, many clips of a file) decodes clips
+  close together in one pass from one seek, and their audio once; its frames are clip()'s exactly, its
+  audio differs only where clip()'s own seek disturbs it (the first codec frame after an audio seek,
+  and half a sample of rounding).
+- Frames: PyAV with frame threading on (several times faster than one thread).
   Frame i of a clip shows what is on screen at start + i / frame_rate: the last frame whose
   presentation timestamp is not after that time. Picking by timestamp rather than by frame count is
   what makes a variable-frame-rate file read right, and what resamples a 30 fps file to 25 fps.
   Each picked frame is made square by dew.data.images.pixels.square, the images' own rule.
-- Audio: decoded again from its own seek, mixed to mono and resampled to audio_rate by PyAV's
+- Audio: decoded from its own seek, mixed to mono and resampled to audio_rate by PyAV's
   AudioResampler (libswresample), spanning the clip plus audio_padding frames either side. What the
   file does not cover (before its start, past its end, a missing audio stream) is silence, so every
   clip of a shape has the same number of samples.
