@@ -153,3 +153,76 @@ def test_resample_keeps_a_tone_at_its_frequency() -> None:
     wave = decode.resample(support.tone(44100, 44100), 44100, 16000)
     assert abs(len(wave) - 16000) <= 1
     assert abs(support.dominant_frequency(wave, 16000) - support.TONE) < 2
+
+
+SHAPES = [
+    SHAPE,
+    ClipShape(frames=5, frame_size=16, frame_rate=10, audio_rate=22050),  # coarser than the file: frames skipped
+    ClipShape(frames=3, frame_size=24, frame_rate=30.0),  # finer than a 25 fps file: frames repeated; no audio
+]
+PASS_FILES = [
+    pytest.param("a.mp4", {"codec": H264}, id="h264-25fps-audio"),
+    pytest.param("b.mp4", {"codec": H264, "fps": 30, "size": (48, 64), "audio": False}, id="h264-30fps-portrait"),
+    pytest.param("c.avi", {"codec": "mpeg4", "fps": 24, "size": (64, 64), "audio": False}, id="mpeg4-24fps-avi"),
+    pytest.param("e.mkv", {"codec": "mpeg4", "fps": 24, "size": (64, 40), "frames": 48}, id="mpeg4-24fps-mkv"),
+    pytest.param(
+        "vfr.mp4", {"codec": H264, "pts_ms": [sum((30, 50)[k % 2] for k in range(i)) for i in range(50)]}, id="vfr"
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "options"), PASS_FILES)
+def test_clips_in_one_pass_are_the_clips_one_by_one(tmp_path, name, options) -> None:
+    path = support.write_video(str(tmp_path / name), **options)
+    with Video(path) as video:
+        for shape in SHAPES:
+            count = video.starts(shape)
+            # Every start: clips overlapping all but one frame, asked for out of order and twice.
+            indices = [*range(count - 1, -1, -1), 0, count // 2]
+            clips = list(video.clips(shape, indices))
+            assert len(clips) == count
+            for index, clip in enumerate(clips):
+                one = video.clip(shape, index)
+                assert clip.start == one.start and clip.has_audio == one.has_audio
+                assert np.array_equal(clip.frames, one.frames), (shape, index)
+                assert clip.audio.shape == one.audio.shape and clip.audio.dtype == np.float32
+                if not one.has_audio or shape.audio_rate is None:
+                    assert not clip.audio.any()
+
+
+def test_clips_audio_is_clip_audio_but_for_the_edges_of_its_seek(tmp_path) -> None:
+    path = support.write_video(str(tmp_path / "a.mp4"), codec=H264)
+    rate = SHAPE.audio_rate
+    # clip() seeks its audio for each clip, at its first sample or the file's, whichever is later. There
+    # its first AAC frame (1024 samples at 44.1 kHz) decodes without the frame before it to overlap, and
+    # its first sample is rounded onto the 16 kHz grid: off by up to half a sample, which is at most
+    # 2π · 440 Hz · 0.5 / 16 kHz · 0.5 amplitude = 0.043 on this tone; where the tone stops (2 s) the
+    # encoder rings louder than the tone, so the comparison stops a frame short of it.
+    settling = 2 * 1024 / 44100
+    with Video(path) as video:
+        clips = list(video.clips(SHAPE, range(video.starts(SHAPE))))
+        for index, clip in enumerate(clips):
+            one = video.clip(SHAPE, index)
+            first = one.start - SHAPE.audio_padding / SHAPE.frame_rate
+            settled = math.ceil((max(first, 0.0) + settling - first) * rate)
+            until = math.floor((2.0 - settling - first) * rate)
+            assert np.abs(clip.audio[settled:until] - one.audio[settled:until]).max() < 0.05, index
+            assert abs(support.dominant_frequency(clip.audio, rate) - support.TONE) < 5
+
+
+def test_clips_close_together_share_a_pass_and_far_apart_do_not(tmp_path, monkeypatch) -> None:
+    path = support.write_video(str(tmp_path / "long.mp4"), codec=H264, frames=150)  # 6 s
+    seeks: list[tuple[str, float]] = []
+    original = Video._decoded
+
+    def counting(self, stream, seek):
+        seeks.append((stream.type, seek))
+        yield from original(self, stream, seek)
+
+    monkeypatch.setattr(Video, "_decoded", counting)
+    with Video(path) as video:
+        # Back to back over 2 s, then one 3 s on: two passes, each one video and one audio seek.
+        starts = [clip.start for clip in video.clips(SHAPE, [0, 8, 16, 24, 32, 40, 125])]
+        assert starts == [video.start(SHAPE, i) for i in (0, 8, 16, 24, 32, 40, 125)]
+    assert sorted(kind for kind, _ in seeks) == ["audio", "audio", "video", "video"]
+    assert sorted(seek for kind, seek in seeks if kind == "video") == [0.0, 5.0]

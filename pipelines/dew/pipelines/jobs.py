@@ -60,6 +60,11 @@ JOBS: tuple[Job, ...] = (
         summary="committed image shards + an HF tokenizer → a new directory with caption token ids",
     ),
     Job(
+        name="decode-clips",
+        module="dew.pipelines.decode_clips_job",
+        summary="video files, folders or lists → committed shards of decoded clips with their audio",
+    ),
+    Job(
         name="inspect",
         module="dew.pipelines.inspect_job",
         summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",

@@ -4,13 +4,18 @@ Every video path of dew decodes through here (VideoDataset at read time, the off
 clip is cut, resized and given its audio the same way wherever it is made, and a file is refused for
 the same reasons (REASONS) with an error naming it.
 
-- Frames: PyAV with frame threading on (several times faster than one thread). A clip seeks to the
-  keyframe at or before its start and decodes forward from there, never from the head of the file.
+- Two paths, the same frames. Video.clip (VideoDataset at read time, one clip a record) seeks to the
+  keyframe at or before the clip's start and decodes forward from there, never from the head of the
+  file, and seeks its audio again. Video.clips (the offline job, many clips of a file) decodes clips
+  close together in one pass from one seek, and their audio once; its frames are clip()'s exactly, its
+  audio differs only where clip()'s own seek disturbs it (the first codec frame after an audio seek,
+  and half a sample of rounding).
+- Frames: PyAV with frame threading on (several times faster than one thread).
   Frame i of a clip shows what is on screen at start + i / frame_rate: the last frame whose
   presentation timestamp is not after that time. Picking by timestamp rather than by frame count is
   what makes a variable-frame-rate file read right, and what resamples a 30 fps file to 25 fps.
   Each picked frame is made square by dew.data.images.pixels.square, the images' own rule.
-- Audio: decoded again from its own seek, mixed to mono and resampled to audio_rate by PyAV's
+- Audio: decoded from its own seek, mixed to mono and resampled to audio_rate by PyAV's
   AudioResampler (libswresample), spanning the clip plus audio_padding frames either side. What the
   file does not cover (before its start, past its end, a missing audio stream) is silence, so every
   clip of a shape has the same number of samples.
@@ -24,7 +29,7 @@ import contextlib
 import dataclasses
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -39,7 +44,8 @@ CORRUPT = "corrupt"
 NO_VIDEO = "no_video"
 TOO_SHORT = "too_short"
 TRUNCATED = "truncated"
-REASONS = (EMPTY, CORRUPT, NO_VIDEO, TOO_SHORT, TRUNCATED)
+UNSUPPORTED_CODEC = "unsupported_codec"
+REASONS = (EMPTY, CORRUPT, NO_VIDEO, TOO_SHORT, TRUNCATED, UNSUPPORTED_CODEC)
 
 
 class VideoError(ValueError):
@@ -120,6 +126,8 @@ class Video:
             if not self._container.streams.video:
                 raise VideoError(path, NO_VIDEO, "the file has no video stream")
             self._video = self._container.streams.video[0]
+            if self._video.codec_context is None:  # FFmpeg knows the container but has no decoder for the stream
+                raise VideoError(path, UNSUPPORTED_CODEC, "FFmpeg has no decoder for its video codec")
             self._video.thread_type = "AUTO"
             audio = self._container.streams.audio
             self._audio = audio[0] if audio else None
@@ -184,31 +192,109 @@ class Video:
         frames = self._frames(shape, start)
         audio = np.zeros(shape.audio_samples, dtype=np.float32)
         if shape.audio_rate is not None and self._audio is not None:
-            self._fill_audio(audio, shape, start - shape.audio_padding / shape.frame_rate)
+            _, error = self._fill_audio(audio, shape, start - shape.audio_padding / shape.frame_rate)
+            if error is not None:
+                raise error
         return Clip(frames=frames, audio=audio, start=start, has_audio=self.has_audio)
+
+    def clips(self, shape: ClipShape, indices: Iterable[int]) -> Iterator[Clip]:
+        """The clips at `indices` of `shape`, each once, in ascending order: the frames clip() gives, from
+        fewer decoding passes.
+
+        Clips close together (each starting within _JOIN_SECONDS of the last frame of the one before) share
+        one pass: one seek, every frame any of them shows picked on the way forward, and their audio
+        decoded and resampled once and sliced. The audio differs from clip()'s only by the resampler's
+        edge effects, since clip() starts a fresh resampler at each clip's first sample.
+        """
+        starts = [self.start(shape, index) for index in sorted(set(indices))]
+        last_frame = (shape.frames - 1) / shape.frame_rate
+        group: list[float] = []
+        for start in starts:
+            if group and (start - group[-1] - last_frame > _JOIN_SECONDS or start - group[0] > _GROUP_SECONDS):
+                yield from self._group(shape, group)
+                group = []
+            group.append(start)
+        if group:
+            yield from self._group(shape, group)
+
+    def _group(self, shape: ClipShape, starts: list[float]) -> Iterator[Clip]:
+        """The clips at `starts` (ascending) from one pass over their frames and one over their audio."""
+        audio, failed = self._group_audio(shape, starts)
+        # Each clip's own target times, computed as clip() computes them, so that each is compared with the
+        # frames' times exactly as there; times shared by overlapping clips are picked once.
+        targets = [start + np.arange(shape.frames) / shape.frame_rate for start in starts]
+        union, where = np.unique(np.concatenate(targets), return_inverse=True)
+        where = where.reshape(len(starts), shape.frames)
+        picked: dict[int, np.ndarray] = {}  # union position → its square frame, while a pending clip needs it
+        done = filled = 0
+        for position, square in enumerate(self._on_screen(union, shape.frame_size, seek=starts[0])):
+            picked[position], filled = square, position + 1
+            # A clip is complete once its last time is picked; clips end in the order they start.
+            while done < len(starts) and where[done, -1] == position:
+                if done == failed.clip and failed.error is not None:
+                    raise failed.error  # after the frames, as clip() reads them: a file cut short is truncated
+                frames = np.stack([picked[p] for p in where[done]])
+                yield Clip(frames=frames, audio=audio[done], start=starts[done], has_audio=self.has_audio)
+                done += 1
+                needed = where[done, 0] if done < len(starts) else len(union)
+                picked = {p: frame for p, frame in picked.items() if p >= needed}
+        if done < len(starts):
+            # The frames stopped early: report the first time the first incomplete clip misses, as clip() does.
+            missing = np.searchsorted(where[done], filled)
+            raise self._truncated(targets[done][missing])
+
+    def _group_audio(self, shape: ClipShape, starts: list[float]) -> tuple[list[np.ndarray], _AudioFailed]:
+        """Each clip's audio, cut from one resampled span from the first clip's padding to the last's, and
+        the first clip the audio failed to reach, if it failed."""
+        silent = [np.zeros(shape.audio_samples, dtype=np.float32) for _ in starts]
+        if shape.audio_rate is None or self._audio is None:
+            return silent, _AudioFailed()
+        rate = shape.audio_rate
+        span = np.zeros(round((starts[-1] - starts[0]) * rate) + shape.audio_samples, dtype=np.float32)
+        reached, error = self._fill_audio(span, shape, starts[0] - shape.audio_padding / shape.frame_rate)
+        # The offset rounds as clip() rounds where its first decoded sample goes; copies, so that a clip
+        # does not keep the whole span alive.
+        offsets = [round((start - starts[0]) * rate) for start in starts]
+        audio = [span[at : at + shape.audio_samples].copy() for at in offsets]
+        if error is None:
+            return audio, _AudioFailed()
+        # clip() would fail on the first clip whose audio reaches the damage; those before it are whole.
+        first = next(i for i, at in enumerate(offsets) if at + shape.audio_samples > reached)
+        return audio, _AudioFailed(clip=first, error=error)
 
     def _frames(self, shape: ClipShape, start: float) -> np.ndarray:
         targets = start + np.arange(shape.frames) / shape.frame_rate
-        out = np.empty((shape.frames, shape.frame_size, shape.frame_size, 3), dtype=np.uint8)
-        filled = self._pick(targets, out, seek=start)
-        if filled < 0:
-            # The seek landed past the clip (a file whose index misplaces its keyframes): read from the head.
-            filled = self._pick(targets, out, seek=self.origin)
-        if filled < shape.frames:
-            raise VideoError(
-                self.path,
-                TRUNCATED,
-                f"the frames stop before {targets[filled]:.3f} s, inside the {self.end:.3f} s the file declares",
-            )
-        return out
+        picked = list(self._on_screen(targets, shape.frame_size, seek=start))
+        if len(picked) < shape.frames:
+            raise self._truncated(targets[len(picked)])
+        return np.stack(picked)
 
-    def _pick(self, targets: np.ndarray, out: np.ndarray, *, seek: float) -> int:
-        """Fills `out` with the frame on screen at each target time; how many it filled, or -1 when the
-        first frame after seeking to `seek` already comes after the first target."""
+    def _truncated(self, missing: float) -> VideoError:
+        return VideoError(
+            self.path,
+            TRUNCATED,
+            f"the frames stop before {missing:.3f} s, inside the {self.end:.3f} s the file declares",
+        )
+
+    def _on_screen(self, targets: np.ndarray, size: int, *, seek: float) -> Iterator[np.ndarray]:
+        """The square frame on screen at each of `targets` (ascending), decoding forward from the keyframe at
+        or before `seek`; it stops short where the frames do."""
+        try:
+            yield from self._pick(targets, size, seek=seek)
+        except _LandedPast:
+            # The seek landed past the first target (a file whose index misplaces its keyframes): read from
+            # the head. _pick raises this before it yields anything, so nothing is given twice.
+            yield from self._pick(targets, size, seek=self.origin)
+
+    def _pick(self, targets: np.ndarray, size: int, *, seek: float) -> Iterator[np.ndarray]:
+        """The frame on screen at each target time, made square, as they come; raises _LandedPast when the
+        first frame after seeking to `seek` already comes after the first target.
+
+        Repeated frames (a target grid finer than the file's) are one array given again, not copies."""
         # A timestamp is an integer count of the stream's time base, rounded: one within half a tick of a
         # grid time is on it. Capped, since a coarse time base (AVI's 1/fps) is exact and not rounded.
         slack = min(float(self._video.time_base) / 2, _MAX_ROUNDING)
-        shown = _Shown(out.shape[1])
+        shown = _Shown(size)
         filled = 0
         with contextlib.closing(self._decoded(self._video, seek)) as frames:
             for frame in frames:
@@ -217,22 +303,21 @@ class Video:
                     raise VideoError(self.path, CORRUPT, "a video frame has no presentation timestamp")
                 if shown.frame is None and time > targets[0] + slack:
                     if seek > self.origin:
-                        return -1
+                        raise _LandedPast
                     shown.frame = frame  # the file starts after the clip's first instant: its first frame is shown
                 while filled < len(targets) and time > targets[filled] + slack:
-                    out[filled] = shown.square()
+                    yield shown.square()
                     filled += 1
                 if filled == len(targets):
-                    return filled
+                    return
                 shown.frame = frame
         # The stream has ended: its last frame stays on screen for its own duration, and no longer, so a
         # truncated file is found out rather than padded with its last frame.
         last = shown.frame
         until = last.time + self._lasts(last) if last is not None else -math.inf
         while filled < len(targets) and targets[filled] < until - slack:
-            out[filled] = shown.square()
+            yield shown.square()
             filled += 1
-        return filled
 
     def _lasts(self, frame: Any) -> float:
         """How long `frame` is on screen: its own duration, or one frame at the stream's average rate."""
@@ -242,22 +327,28 @@ class Video:
         rate = self._video.average_rate or self._video.guessed_rate
         return float(1 / rate) if rate else 0.0
 
-    def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> None:
-        """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate."""
+    def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> tuple[int, VideoError | None]:
+        """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate: how many
+        leading samples are written, and the error that stopped it short, for the caller to raise when
+        it needs those samples."""
         rate = shape.audio_rate
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
         origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
-        for frame in self._decoded(self._audio, max(start, origin)):
-            if at is None:
-                at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
-            for piece in resampler.resample(frame):
-                at = _place(out, piece, at)
-            if at >= len(out):
-                return
+        try:
+            for frame in self._decoded(self._audio, max(start, origin)):
+                if at is None:
+                    at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
+                for piece in resampler.resample(frame):
+                    at = _place(out, piece, at)
+                if at >= len(out):
+                    return len(out), None
+        except VideoError as error:
+            return max(at or 0, 0), error
         if at is not None:
             for piece in resampler.resample(None):
                 at = _place(out, piece, at)
+        return len(out), None
 
     def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
         """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file."""
@@ -274,9 +365,28 @@ class Video:
 # its last frame's time and duration, each rounded to its time base (Matroska's milliseconds).
 _SLACK = 0.05
 _MAX_ROUNDING = 1e-3
+# clips() decodes the next clip in the same pass when it starts at most this long after the last frame of
+# the one before: decoding the frames between costs about what a fresh seek costs, which decodes from the
+# keyframe before the clip (up to a keyframe interval: ~2 s for most phone, streaming and web encoders)
+# and refills the frame-threaded decoder and the audio resampler. A pass's audio is held whole until its
+# last clip is out, so a pass stops after a minute of clips: a few MB of samples at any rate.
+_JOIN_SECONDS = 2.0
+_GROUP_SECONDS = 60.0
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class _AudioFailed:
+    """Where a pass's audio stopped short: the first clip it does not cover (-1 when none), and why."""
+
+    clip: int = -1
+    error: VideoError | None = None
+
+
+class _LandedPast(Exception):
+    """A seek landed after the first frame asked for."""
 
 
 class _Shown:

@@ -1,0 +1,292 @@
+"""WriteClips: video Sources → a committed `dew.clips/1` directory, end to end, as one PTransform.
+
+    spread videos → decode each video's clips (one open file, one pass per run of nearby clips) → drop clips of videos
+    that failed part-way → shard counts → route → write shards → stats.json → meta.json
+
+Every clip is cut by dew.data.video.decode, the path VideoDataset reads through at training time, so a
+clip decoded offline is the clip that would have been decoded online, and a file is refused for the
+same reasons. A video is the unit of the books: videos in = videos written + videos dropped by reason.
+
+A clip's key is (the video's file index, the clip's index on the video's frame-rate grid), and its
+shard comes from a hash of the video's name and that index, as the images job places images: shards
+fill evenly and their bytes never depend on which worker decoded what, or when.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.sections import ClipsSection
+from dew.data.video import decode
+from dew.data.video.clip_records import pack_clip, section_fields
+from dew.data.video.decode import ClipShape, Video, VideoError
+from dew.preprocess import commit
+from dew.preprocess.clip_sources import MISSING_FILE, SOURCE_REASONS, Source, SourceOptions
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.documents import NAMESPACE, BadInputError
+from dew.preprocess.drops import TooManyDropsError
+from dew.preprocess.shard_files import ShardFormat
+from dew.preprocess.shards import WriteShards
+
+NO_AUDIO = "no_audio"
+DROP_REASONS = (*decode.REASONS, NO_AUDIO, *SOURCE_REASONS)
+NO_AUDIO_POLICIES = ("silence", "drop")
+TALLY_TAG = "tally"
+TRAIN = "train"
+_PROGRESS_SECONDS = 10.0
+_DRAW = float(1 << 64)
+_log = logging.getLogger(__name__)
+Key = tuple[int, int]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClipsPlan:
+    """Everything that decides the directory's bytes, plus where it goes.
+
+    every: seconds from one clip's start to the next (default: the clip's length, clips back to back);
+    per_video: instead, this many clips a video, evenly spaced from its first instant to its last.
+    no_audio: a video without an audio stream gets silent audio, or is dropped as no_audio.
+    strict: the first bad video fails the job, naming it, instead of being counted and skipped.
+    """
+
+    output: str
+    shape: ClipShape
+    sources: SourceOptions = dataclasses.field(default_factory=SourceOptions)
+    every: float | None = None
+    per_video: int | None = None
+    frame_encoding: str = "raw"
+    quality: int = 95
+    audio_dtype: str = "float32"
+    no_audio: str = "silence"
+    strict: bool = False
+    ext: str = "array_record"
+    shard_bytes: int = 256 << 20
+    num_shards: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.shape.audio_padding:
+            raise ValueError("stored clips hold the audio of their own frames: audio_padding must be 0")
+        if self.every is not None and self.per_video is not None:
+            raise ValueError("clips are cut --every k seconds or --per_video N, not both")
+        if self.every is not None and not self.every > 0:
+            raise ValueError(f"--every must be a positive number of seconds, got {self.every}")
+        if self.per_video is not None and self.per_video < 1:
+            raise ValueError(f"--per_video must be a positive count, got {self.per_video}")
+        if self.no_audio not in NO_AUDIO_POLICIES:
+            raise ValueError(f"no_audio must be one of {NO_AUDIO_POLICIES}, got {self.no_audio!r}")
+        if self.ext not in SHARD_EXTENSIONS or self.ext == "bin":
+            raise ValueError(f"clip shards are array_record or parquet, not {self.ext!r}")
+        if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
+            raise ValueError("shard_bytes and num_shards must be positive")
+        if not 1 <= self.quality <= 100:
+            raise ValueError(f"JPEG quality must be in 1..100, got {self.quality}")
+        self.section()  # an encoding or dtype the contract refuses is a usage error, now
+
+    def section(self) -> ClipsSection:
+        shape = self.shape
+        return ClipsSection(
+            frames=shape.frames,
+            frame_size=shape.frame_size,
+            frame_rate=shape.frame_rate,
+            frame_encoding=self.frame_encoding,
+            audio_rate=shape.audio_rate,
+            audio_dtype=self.audio_dtype,
+            fields=section_fields(shape.audio_rate is not None),
+        )
+
+    def config(self) -> dict[str, Any]:
+        """The JSON config meta.json records: every field that changes a byte of output (not strict)."""
+        config = {
+            "job": "decode-clips",
+            **self.section().to_json(),
+            **dataclasses.asdict(self.sources),
+            **{k: getattr(self, k) for k in ("every", "per_video", "quality", "no_audio", "shard_bytes", "num_shards")},
+            "format": self.ext,
+        }
+        return json.loads(json.dumps(config))
+
+    def clip_indices(self, starts: int) -> list[int]:
+        """Which of a video's `starts` grid positions (1 / frame_rate apart) begin a clip."""
+        if self.per_video is not None:
+            if self.per_video == 1:
+                return [(starts - 1) // 2]
+            return sorted({round(i * (starts - 1) / (self.per_video - 1)) for i in range(self.per_video)})
+        step = (self.every if self.every is not None else self.shape.seconds) * self.shape.frame_rate
+        # A hair of slack so that a step of 0.4 s at 25 fps (9.999999999 grid positions) lands on the grid.
+        picked = (math.floor(m * step + 1e-6) for m in range(starts))
+        return sorted({j for j in picked if j < starts})
+
+
+class _Progress:
+    """Logs this worker's clips/s and frames/s every few seconds, so a long local run shows it is alive."""
+
+    def __init__(self, frames: int) -> None:
+        self.start = self.last = time.monotonic()
+        self.frames, self.clips = frames, 0
+
+    def add(self) -> None:
+        self.clips += 1
+        now = time.monotonic()
+        if now - self.last >= _PROGRESS_SECONDS:
+            self.last = now
+            rate = self.clips / (now - self.start)
+            _log.warning("clips: %d (%.1f clips/s, %.0f frames/s) on this worker", self.clips, rate, rate * self.frames)
+
+
+class _DecodeVideo(beam.DoFn):
+    """Source → ((file, clip), (record, draw)) for each clip, and one tally per video (TALLY_TAG)."""
+
+    def __init__(self, plan: ClipsPlan) -> None:
+        self.plan = plan
+
+    def setup(self) -> None:
+        names = ("videos_in", "clips_decoded", "frames_decoded", *DROP_REASONS)
+        self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
+        self.progress = _Progress(self.plan.shape.frames)
+        self.section = self.plan.section()
+
+    def process(self, source: Source) -> Iterator[Any]:
+        self.counters["videos_in"].inc()
+        clips, reason, error = 0, source.problem, ""
+        if reason is None:
+            try:
+                for clip in self._clips(source):
+                    yield clip
+                    clips += 1
+            except VideoError as failed:
+                reason, error = failed.reason, str(failed)
+            except FileNotFoundError as failed:
+                reason, error = MISSING_FILE, str(failed)
+        else:
+            error = f"{source.path}: {reason}"
+        if reason is not None:
+            self.counters[reason].inc()
+            if self.plan.strict:
+                raise BadInputError(f"{error} (--strict stops at the first bad video; drop it to count them instead)")
+        yield beam.pvalue.TaggedOutput(
+            TALLY_TAG, {"index": source.index, "path": source.path, "clips": clips, "reason": reason, "error": error}
+        )
+
+    def _clips(self, source: Source) -> Iterator[tuple[Key, tuple[bytes, int]]]:
+        plan, shape = self.plan, self.plan.shape
+        with Video(source.path) as video:
+            if shape.audio_rate is not None and not video.has_audio and plan.no_audio == "drop":
+                raise VideoError(source.path, NO_AUDIO, "the file has no audio stream (--no_audio drop)")
+            indices = plan.clip_indices(video.starts(shape))
+            # clips() gives them in ascending order, as clip_indices lists them.
+            for index, clip in zip(indices, video.clips(shape, indices), strict=True):
+                span = (clip.start, clip.start + shape.seconds)
+                record = pack_clip(
+                    self.section, clip.frames, clip.audio, caption=source.caption, source=source.path, span=span,
+                    quality=plan.quality,
+                )  # fmt: skip
+                self.counters["clips_decoded"].inc()
+                self.counters["frames_decoded"].inc(shape.frames)
+                self.progress.add()
+                yield (source.index, index), (record, source.draw(index))
+
+
+def shard_count(total_bytes: int, plan: ClipsPlan) -> dict[str, int]:
+    if plan.num_shards is not None:
+        return {TRAIN: plan.num_shards}
+    return {TRAIN: max(1, math.ceil(total_bytes / plan.shard_bytes))}
+
+
+def _route(element: tuple[Key, tuple[bytes, int]], counts: Mapping[str, int]) -> Any:
+    key, (record, draw) = element
+    return (TRAIN, min(counts[TRAIN] - 1, int(draw / _DRAW * counts[TRAIN]))), (key, record)
+
+
+def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -> dict[str, Any]:
+    """stats.json: videos in, written and dropped by reason with their paths; refuses unbalanced books."""
+    tallies = sorted(tallies, key=lambda t: t["index"])
+    dropped = dict.fromkeys(DROP_REASONS, 0)
+    dropped.update(collections.Counter(t["reason"] for t in tallies if t["reason"] is not None))
+    kept = [t for t in tallies if t["reason"] is None]
+    clips = sum(shard.records for shard in meta.shards(TRAIN))
+    decoded = sum(t["clips"] for t in kept)
+    if not len(tallies) == videos == len(kept) + sum(dropped.values()) or clips != decoded:
+        raise RuntimeError(
+            f"clip accounting is off: {videos} videos planned, {len(tallies)} read, {len(kept)} written, "
+            f"{sum(dropped.values())} dropped; {clips} clips in the shards of the {decoded} decoded"
+        )
+    if not clips:
+        top = ", ".join(f"{r}: {n}" for r, n in sorted(dropped.items(), key=lambda rn: -rn[1]) if n)
+        raise TooManyDropsError(f"the job wrote no clip of {videos} videos, so nothing was committed; drops: {top}")
+    return {
+        "videos_in": videos,
+        "videos_written": len(kept),
+        "clips_written": clips,
+        "frames_written": clips * meta.section.frames,
+        "dropped": dropped,
+        "dropped_inputs": [{k: t[k] for k in ("path", "reason", "error")} for t in tallies if t["reason"] is not None],
+        "shards": len(meta.shards(TRAIN)),
+        "bytes": sum(s.bytes for s in meta.shards(TRAIN)),
+        "fingerprint": meta.fingerprint(),
+    }
+
+
+class WriteClips(beam.PTransform):
+    """PCollection[Source] → a committed clips directory in plan.output; yields its Meta once committed.
+
+    `videos` is how many Sources the launcher numbered: the books must account for every one.
+    """
+
+    def __init__(self, plan: ClipsPlan, identity: JobIdentity, videos: int, label: str | None = None) -> None:
+        super().__init__(label)
+        self.plan, self.identity, self.videos = plan, identity, videos
+
+    def expand(self, sources: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
+        decoded = (
+            sources
+            | "SpreadVideos" >> beam.Reshuffle()
+            | "DecodeVideos" >> beam.ParDo(_DecodeVideo(plan)).with_outputs(TALLY_TAG, main="records")
+        )
+        tallies = decoded[TALLY_TAG]
+        # A video that fails part-way (a damaged packet after good ones) is dropped whole: its earlier clips go too.
+        failed = beam.pvalue.AsDict(
+            tallies | "FailedVideos" >> beam.FlatMap(lambda t: [(t["index"], t["reason"])] if t["reason"] else [])
+        )
+        records = decoded.records | "KeepWholeVideos" >> beam.Filter(lambda kv, bad: kv[0][0] not in bad, failed)
+        counts = beam.pvalue.AsSingleton(
+            records
+            | "ClipBytes" >> beam.Map(lambda kv: len(kv[1][0]))
+            | "TotalBytes" >> beam.CombineGlobally(sum)
+            | "ShardCounts" >> beam.Map(shard_count, plan)
+        )
+        fmt = ShardFormat(ext=plan.ext, section=plan.section())
+        shards = records | "Route" >> beam.Map(_route, counts) | "WriteShards" >> WriteShards(plan.output, fmt, counts)
+        return (
+            shards
+            | "AllShards" >> beam.combiners.ToList()
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, beam.pvalue.AsList(tallies), self.videos)
+        )
+
+
+def _commit(
+    shards: list[tuple[str, Shard]],
+    plan: ClipsPlan,
+    identity: JobIdentity,
+    counts: Mapping[str, int],
+    tallies: Iterable[Mapping[str, Any]],
+    videos: int,
+) -> Meta:
+    meta = Meta(
+        section=plan.section(),
+        splits=commit.ordered_shards(shards, counts),
+        config=dict(identity.config),
+        inputs=identity.inputs,
+    )
+    commit.commit_corpus(plan.output, meta, clips_stats(meta, tallies, videos))
+    return meta

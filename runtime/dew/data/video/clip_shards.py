@@ -1,0 +1,116 @@
+"""ClipShards: the clips the decode-clips job committed, read back a batch at a time with no decoding.
+
+Start-up reads meta.json alone: every shard's record count is there, so no shard is opened until a
+batch needs it. The stream is an IndexedSpec's: one global record order, so a run resumes exactly from
+a saved position on any process count that divides the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import formats, remote, validate
+from dew.data.dataset import Dataset
+from dew.data.formats import Shard
+from dew.data.images.base import Window
+from dew.data.records import BatchRecords
+from dew.data.registry import datasets
+from dew.data.sections import ClipsSection
+from dew.data.spec import IndexedSpec, Tokenize
+from dew.data.video.clip_records import unpack_clips
+
+
+class ClipRecords(BatchRecords):
+    """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
+    the process that reads it, and a gs:// one is fetched into the local cache and checked then."""
+
+    def __init__(self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str) -> None:
+        self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
+        self.ends = np.cumsum(np.array([s.records for s in self.shards], dtype=np.int64))
+        self._readers: dict[int, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_readers": {}}  # readers reopen in the worker that unpickles this
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def describe(self) -> dict[str, Any]:
+        return {"clips": "committed", "corpus": self.corpus, "records": len(self)}
+
+    def _reader(self, shard: int) -> Any:
+        reader = self._readers.get(shard)
+        if reader is None:
+            from array_record.python.array_record_module import ArrayRecordReader
+
+            path = formats.verify_shard(self.directory, self.shards[shard])
+            reader = self._readers[shard] = ArrayRecordReader(path, "readahead_buffer_size:0")
+        return reader
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
+            raise IndexError(f"record {int(indices.max())} is outside these {len(self)} clips")
+        shard_of = np.searchsorted(self.ends, indices, side="right")
+        local = indices - np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[shard_of]
+        raw: list[bytes] = [b""] * len(indices)
+        for shard in np.unique(shard_of).tolist():
+            rows = np.flatnonzero(shard_of == shard)
+            wanted = local[rows]
+            order = np.argsort(wanted, kind="stable")
+            # One read a shard; a sorted list of indices reads ahead in file order.
+            got = self._reader(shard).read(wanted[order].tolist())
+            for row, record in zip(rows[order].tolist(), got, strict=True):
+                raw[row] = record
+        where = [f"{self.shards[s].name} record {i}" for s, i in zip(shard_of.tolist(), local.tolist(), strict=True)]
+        return unpack_clips(self.section, raw, where)
+
+
+@datasets("clip_shards")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ClipShards(IndexedSpec):
+    """Decoded clips from a committed `dew.clips/1` directory (the decode-clips job's), no decoding.
+
+    A batch holds `frames` uint8 [B, frames, S, S, 3], `audio` float32 [B, samples] when the clips
+    carry audio (int16 storage is scaled back to [-1, 1]), `caption` and `source` (lists of str) and
+    `span` (float64 [B, 2], the clip's start and end in seconds in its source). path may be gs://.
+    val_batches whole batches off the end of the split are held out for validation; by default none,
+    since the job writes one split.
+    """
+
+    path: str
+    split: str = "train"
+    val_batches: int | None = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate.fields(self, optional=("val_batches",))
+
+    def records(self) -> ClipRecords:
+        """The records of the split, from meta.json alone."""
+        meta = formats.read_meta(self.path, kind="clips")
+        section = meta.section
+        assert isinstance(section, ClipsSection)
+        shards = meta.shards(self.split)
+        if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
+            raise ValueError(f"{self.path}: split {self.split!r} is not held in .array_record shards")
+        if not remote.is_remote(self.path):  # a local shard's size now; a gs:// one's after its fetch
+            for shard in shards:
+                formats.verify_shard(self.path, shard)
+        return ClipRecords(self.path, section, shards, meta.fingerprint())
+
+    def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
+        if tokenize is not None:
+            raise ValueError(
+                "ClipShards hands the captions over as text (batch['caption']); it takes no tokenize=. "
+                "Tokenize them in the training step, or drop tokenize="
+            )
+        records = self.records()
+        cut = self.held_out_tail(len(records), batch, path=self.path, what="clips")
+        if cut is None:
+            return self.global_dataset(batch, train=records, val=None)
+        return self.global_dataset(batch, train=Window(records, 0, cut), val=Window(records, cut, len(records) - cut))
