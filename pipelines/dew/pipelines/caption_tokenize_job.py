@@ -17,7 +17,6 @@ import apache_beam as beam
 
 from dew.data import formats
 from dew.pipelines import common, flags
-from dew.preprocess import commit
 from dew.preprocess.captions import TokenizeCaptions, describe, ranges
 from dew.preprocess.commit import JobIdentity
 
@@ -45,20 +44,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
     source = formats.read_meta(plan.input, kind="images")
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())
-    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
-        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
-        return {}
-    pipeline = common.make_pipeline(options)
-    _ = (
-        pipeline
-        | "Ranges" >> beam.Create(ranges(source, plan.batch_size))
-        | "TokenizeCaptions" >> TokenizeCaptions(plan, source, identity)
+
+    def build(pipeline: beam.Pipeline) -> object:
+        ranged = pipeline | "Ranges" >> beam.Create(ranges(source, plan.batch_size))
+        return ranged | "TokenizeCaptions" >> TokenizeCaptions(plan, source, identity)
+
+    return common.run_committed(
+        plan.output,
+        identity,
+        options,
+        build,
+        overwrite=args.overwrite,
+        rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.0f}, wall clock",
     )
-    _, found, seconds = common.run(pipeline)
-    if seconds:
-        print(f"  captions/s: {found.get('captions_tokenized', 0) / seconds:,.0f}, wall clock", file=sys.stderr)
-    print(f"committed {plan.output}", file=sys.stderr)
-    return found
 
 
 if __name__ == "__main__":

@@ -12,12 +12,15 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from dew.preprocess import commit
+from dew.preprocess.commit import JobIdentity
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
 
@@ -76,6 +79,36 @@ def run(pipeline: beam.Pipeline, *, wait: bool = True, out: TextIO = sys.stderr)
     found = counters(result)
     report(found, seconds, out)
     return result, found, seconds
+
+
+def run_committed(
+    output: str,
+    identity: JobIdentity,
+    options: PipelineOptions,
+    build: Callable[[beam.Pipeline], object],
+    *,
+    overwrite: bool,
+    rate: Callable[[Mapping[str, int], float], str] | None = None,
+    reopen: bool = False,
+) -> dict[str, int]:
+    """Every committing job's run: claim `output`, build the pipeline on it, run it, say what it committed.
+
+    Returns the counters, or {} when this same job already committed the output; `reopen` claims a
+    committed output again instead, for a rerun that rewrites part of it. `rate` words the job's own
+    throughput line from its counters and the wall-clock seconds.
+    """
+    if commit.prepare_output(output, identity, overwrite=overwrite):
+        if not reopen:
+            print(f"{output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
+            return {}
+        commit.reopen_output(output, identity)
+    pipeline = make_pipeline(options)
+    build(pipeline)
+    _, found, seconds = run(pipeline)
+    if rate is not None and seconds:
+        print(f"  {rate(found, seconds)}", file=sys.stderr)
+    print(f"committed {output}", file=sys.stderr)
+    return found
 
 
 def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:

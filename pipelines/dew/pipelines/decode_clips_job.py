@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -19,7 +19,6 @@ import apache_beam as beam
 from dew.data.sections import AUDIO_DTYPES, FRAME_ENCODINGS
 from dew.data.video.decode import ClipShape
 from dew.pipelines import common, flags
-from dew.preprocess import commit
 from dew.preprocess.clip_sources import LAYOUTS, Source, SourceOptions, find_sources
 from dew.preprocess.clips import NO_AUDIO_POLICIES, ClipsPlan, WriteClips
 from dew.preprocess.commit import JobIdentity
@@ -121,17 +120,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, sources = plan_from(args)
-    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
-        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
-        return {}
-    pipeline = common.make_pipeline(options)
-    build(pipeline, plan, identity, sources)
-    _, found, seconds = common.run(pipeline)
-    if seconds:
-        clips, frames = found.get("clips_decoded", 0) / seconds, found.get("frames_decoded", 0) / seconds
-        print(f"  rate: {clips:,.1f} clips/s, {frames:,.0f} frames/s (wall clock)", file=sys.stderr)
-    print(f"committed {plan.output}", file=sys.stderr)
-    return found
+    return common.run_committed(
+        plan.output,
+        identity,
+        options,
+        lambda p: build(p, plan, identity, sources),
+        overwrite=args.overwrite,
+        rate=_rate,
+    )
+
+
+def _rate(found: Mapping[str, int], seconds: float) -> str:
+    clips, frames = found.get("clips_decoded", 0) / seconds, found.get("frames_decoded", 0) / seconds
+    return f"rate: {clips:,.1f} clips/s, {frames:,.0f} frames/s (wall clock)"
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import apache_beam as beam
 
 from dew.data.images import pixels
 from dew.pipelines import common, flags
-from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -113,16 +112,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, sources = plan_from(args)
-    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
-        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
-        return {}
-    pipeline = common.make_pipeline(options)
-    build(pipeline, plan, identity, sources)
-    _, found, seconds = common.run(pipeline)
-    if seconds:
-        print(f"  images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock", file=sys.stderr)
-    print(f"committed {plan.output}", file=sys.stderr)
-    return found
+    return common.run_committed(
+        plan.output,
+        identity,
+        options,
+        lambda p: build(p, plan, identity, sources),
+        overwrite=args.overwrite,
+        rate=lambda found, seconds: f"images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock",
+    )
 
 
 if __name__ == "__main__":

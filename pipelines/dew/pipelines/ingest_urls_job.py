@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -21,7 +21,6 @@ import apache_beam as beam
 from dew.data.images import pixels
 from dew.data.images.fetch import FetchPolicy
 from dew.pipelines import common, flags
-from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -125,25 +124,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, sources = plan_from(args)
-    output = plan.images.output
-    if commit.prepare_output(output, identity, overwrite=args.overwrite):
-        if not args.refetch_failed:
-            print(f"{output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
-            return {}
-        commit.reopen_output(output, identity)
-    pipeline = common.make_pipeline(options)
-    build(pipeline, plan, identity, sources, refetch=args.refetch_failed)
-    _, found, seconds = common.run(pipeline)
-    if seconds:
-        urls, written = found.get("urls_fetched", 0), found.get("images_encoded", 0)
-        print(
-            f"  urls/s: {urls / seconds:,.1f} fetched, {written / seconds:,.1f} written; "
-            f"success rate {written / max(urls, 1):.1%}; {found.get('bytes_fetched', 0) / seconds / 1e6:,.2f} MB/s "
-            "(wall clock, startup included)",
-            file=sys.stderr,
-        )
-    print(f"committed {output}", file=sys.stderr)
-    return found
+    return common.run_committed(
+        plan.images.output,
+        identity,
+        options,
+        lambda p: build(p, plan, identity, sources, refetch=args.refetch_failed),
+        overwrite=args.overwrite,
+        rate=_rate,
+        reopen=args.refetch_failed,
+    )
+
+
+def _rate(found: Mapping[str, int], seconds: float) -> str:
+    urls, written = found.get("urls_fetched", 0), found.get("images_encoded", 0)
+    return (
+        f"urls/s: {urls / seconds:,.1f} fetched, {written / seconds:,.1f} written; "
+        f"success rate {written / max(urls, 1):.1%}; {found.get('bytes_fetched', 0) / seconds / 1e6:,.2f} MB/s "
+        "(wall clock, startup included)"
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags
-from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
@@ -103,14 +102,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, paths = plan_from(args)
-    if commit.prepare_output(plan.output, identity, overwrite=args.overwrite):
-        print(f"{plan.output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)
-        return {}
-    pipeline = common.make_pipeline(options)
-    build(pipeline, plan, identity, paths)
-    _, found, _ = common.run(pipeline)
-    print(f"committed {plan.output}", file=sys.stderr)
-    return found
+    return common.run_committed(
+        plan.output, identity, options, lambda p: build(p, plan, identity, paths), overwrite=args.overwrite
+    )
 
 
 if __name__ == "__main__":
