@@ -150,6 +150,17 @@ def commit_corpus(output: str, meta: Meta, stats: Mapping[str, Any]) -> None:
     _release(output)
 
 
+def split_stats(meta: Meta, records: str, units: str | None = None) -> dict[str, dict[str, int]]:
+    """stats.json's per-split totals: records (named as the kind counts them), units if named, shards, bytes."""
+    out = {}
+    for split, shards in meta.splits.items():
+        entry = {records: sum(s.records for s in shards)}
+        if units is not None:
+            entry[units] = sum(s.units for s in shards)
+        out[split] = {**entry, "shards": len(shards), "bytes": sum(s.bytes for s in shards)}
+    return out
+
+
 def ordered_shards(shards: Iterable[tuple[str, Shard]], expected: Mapping[str, int]) -> dict[str, tuple[Shard, ...]]:
     """Shards by split in index order, checking that every one of each split's `-of-N` is there once."""
     by_split: dict[str, dict[int, Shard]] = {split: {} for split in expected}

@@ -138,15 +138,7 @@ def corpus_stats(
         "files_unreadable": tallies["files_unreadable"],
         "damaged_inputs": tallies["damaged_inputs"],
         "tokens": corpus.tokens,
-        "splits": {
-            split: {
-                "tokens": sum(s.units for s in shards),
-                "pieces": sum(s.records for s in shards),
-                "shards": len(shards),
-                "bytes": sum(s.bytes for s in shards),
-            }
-            for split, shards in meta.splits.items()
-        },
+        "splits": commit.split_stats(meta, "pieces", "tokens"),
         "packing": sorted(packed, key=lambda p: (p["split"], p["seq_len"], p["bins"])),
         "fingerprint": meta.fingerprint(),
     }

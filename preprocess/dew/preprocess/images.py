@@ -213,14 +213,7 @@ def images_stats(meta: Meta, tallies: Mapping[str, Any], drops: Iterable[tuple[s
         "images_written": written,
         "dropped": dropped,
         "damaged_inputs": tallies[documents.DAMAGED],
-        "splits": {
-            split: {
-                "images": sum(s.records for s in shards),
-                "shards": len(shards),
-                "bytes": sum(s.bytes for s in shards),
-            }
-            for split, shards in meta.splits.items()
-        },
+        "splits": commit.split_stats(meta, "images"),
         "fingerprint": meta.fingerprint(),
     }
 

@@ -108,14 +108,7 @@ def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) 
         "refetchable": to_refetch,
         "status_tables": status,
         "damaged_inputs": sorted(damaged, key=lambda d: d["path"]),
-        "splits": {
-            split: {
-                "images": sum(s.records for s in shards),
-                "shards": len(shards),
-                "bytes": sum(s.bytes for s in shards),
-            }
-            for split, shards in meta.splits.items()
-        },
+        "splits": commit.split_stats(meta, "images"),
         "fingerprint": meta.fingerprint(),
     }
 
