@@ -108,6 +108,29 @@ class BaseOrder:
         return {}
 
 
+class DecodedOrder:
+    """An order whose batches are `inner`'s records turned into something else (pixels, clips).
+
+    Everything but the read is the inner order's: the position a stream saves names which records a run
+    has read, and how they are decoded (an image size, a clip shape) is not part of that, so a run may
+    change it and keep its place. A subclass implements `read`.
+    """
+
+    inner: Order
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
+        self.inner.check_resume(saved, records)
+
+    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
+        return self.inner.renamed_corpora(saved)
+
+    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
+        return self.inner.record_tokens(ks)
+
+
 def _canonical(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in value.items()}

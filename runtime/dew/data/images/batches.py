@@ -16,7 +16,7 @@ import numpy as np
 
 from dew.data import validate
 from dew.data.images import pixels
-from dew.data.order import Order
+from dew.data.order import DecodedOrder, Order
 from dew.data.spec import Tokenize
 
 # Where each record of a batch came from ("<file> record <i>"), named in the error a bad image raises.
@@ -107,12 +107,11 @@ class Captions:
         return dict(encoded) if isinstance(encoded, Mapping) else encoded
 
 
-class ImageOrder:
+class ImageOrder(DecodedOrder):
     """An order whose batches leave decoded: `inner` reads the records, this makes them pixels and text.
 
-    The position a stream saves is the inner order's, and a resume is checked against it alone: how
-    images are resized is not part of what a run reads, so a run may go on at another image_size
-    (progressive resizing) and keep its place in the data.
+    As for every DecodedOrder, a run may go on at another image_size (progressive resizing) and keep
+    its place in the data.
     """
 
     def __init__(self, inner: Order, pixels: Pixels, captions: Captions, *, seed: int, augment: bool) -> None:
@@ -132,15 +131,3 @@ class ImageOrder:
         if text is not None:
             out["text"] = text
         return out
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
-
-    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
-        self.inner.check_resume(saved, records)
-
-    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
-        return self.inner.renamed_corpora(saved)
-
-    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
-        return self.inner.record_tokens(ks)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.images.batches import Captions, record_rng
-from dew.data.order import Order
+from dew.data.order import DecodedOrder, Order
 from dew.data.records import BatchRecords
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.decode import ClipShape, Video
@@ -87,12 +87,8 @@ class Clips:
         return out
 
 
-class ClipOrder:
-    """An order whose batches leave as clips: `inner` reads the records, `clips` decodes them.
-
-    The position a stream saves is the inner order's, as for images: the clip shape is how records are
-    read, not which records a run has read.
-    """
+class ClipOrder(DecodedOrder):
+    """An order whose batches leave as clips: `inner` reads the records, `clips` decodes them."""
 
     def __init__(self, inner: Order, clips: Clips, *, seed: int, random: bool) -> None:
         self.inner, self.clips, self.seed, self.random = inner, clips, seed, random
@@ -100,15 +96,3 @@ class ClipOrder:
     def read(self, ks: np.ndarray) -> dict[str, Any]:
         ks = np.asarray(ks, dtype=np.int64)
         return self.clips.read(self.inner.read(ks), ks if self.random else None, self.seed)
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
-
-    def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
-        self.inner.check_resume(saved, records)
-
-    def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
-        return self.inner.renamed_corpora(saved)
-
-    def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
-        return self.inner.record_tokens(ks)
