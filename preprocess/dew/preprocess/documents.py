@@ -66,7 +66,7 @@ class BadInputError(ValueError):
     """Raised in strict mode, naming the file, row and reason of the first bad document."""
 
 
-class _Damaged(Exception):
+class DamagedInput(Exception):
     """A file's bytes end early or go wrong: what follows in it is lost (`lost` rows, when known)."""
 
     def __init__(self, reason: str, detail: str, lost: int = 1) -> None:
@@ -159,7 +159,7 @@ class _ZstdFrames(io.RawIOBase):
         try:
             self._output = memoryview(self._frame.decompress(piece))
         except self._error as error:
-            raise _Damaged(CORRUPT_INPUT, f"zstd: {error}") from error
+            raise DamagedInput(CORRUPT_INPUT, f"zstd: {error}") from error
         if self._frame.eof:
             self._input = memoryview(self._frame.unused_data + self._input.tobytes())
             self._frame = None
@@ -208,7 +208,7 @@ class _ReadFile(beam.DoFn):
                                 f"{path}: row {row}: {reason.replace('_', ' ')}; rerun without --strict to count it"
                             )
                         )
-        except _Damaged as damage:
+        except DamagedInput as damage:
             rows = tally["documents_in"]
             what = f"{path}: {damage.reason.replace('_', ' ')} after {rows} rows ({damage})"
             if self.options.strict:
@@ -228,7 +228,7 @@ class _ReadFile(beam.DoFn):
     def _rows(self, path: str) -> Iterator[tuple[int, str | None, str | None]]:
         kind, compression = kind_of(path)
         if problem := files.link_problem(path):
-            raise _Damaged(problem, "the symlink leads to no file")
+            raise DamagedInput(problem, "the symlink leads to no file")
         with files.open_read(path) as raw:
             if kind == "parquet":
                 yield from self._parquet_rows(raw)
@@ -236,9 +236,9 @@ class _ReadFile(beam.DoFn):
             try:
                 yield from self._stream_rows(_decompressed(raw, compression), kind)
             except EOFError as error:  # gzip's and _ZstdFrames' word for a stream cut before its end marker
-                raise _Damaged(TRUNCATED_INPUT, f"{compression}: {error}") from error
+                raise DamagedInput(TRUNCATED_INPUT, f"{compression}: {error}") from error
             except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
-                raise _Damaged(CORRUPT_INPUT, f"gzip: {error}") from error
+                raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
 
     def _stream_rows(self, stream: Any, kind: str) -> Iterator[tuple[int, str | None, str | None]]:
         if kind == "txt" and self.options.txt_documents == "file":
@@ -307,7 +307,7 @@ class _ReadFile(beam.DoFn):
         except (pa.ArrowException, OSError) as error:
             # The footer is written last, so a file that starts as parquet but lacks its end was cut short.
             reason = TRUNCATED_INPUT if _magic(raw, 0) and not _magic(raw, -4) else CORRUPT_INPUT
-            raise _Damaged(reason, f"parquet: {error}") from error
+            raise DamagedInput(reason, f"parquet: {error}") from error
         rows = table.metadata.num_rows
         field = self.options.text_field
         if field not in table.schema_arrow.names:
@@ -323,7 +323,7 @@ class _ReadFile(beam.DoFn):
                         yield (row, *self._checked(value))
                         row += 1
         except (pa.ArrowException, OSError) as error:
-            raise _Damaged(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
+            raise DamagedInput(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
 
 
 def _magic(raw: Any, offset: int) -> bool:

@@ -37,6 +37,7 @@ from dew.preprocess.documents import (
     NAMESPACE,
     STATS_TAG,
     TRUNCATED_INPUT,
+    DamagedInput,
 )
 from dew.preprocess.image_sources import LABEL, Source
 
@@ -47,13 +48,6 @@ FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SY
 _HF_ROWS = 256
 Fields = dict[str, bytes]
 Reason = str | None
-
-
-class _Damaged(Exception):
-    def __init__(self, reason: str, detail: str, lost: int = 1) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.lost = lost
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,7 +74,7 @@ class ImageReadOptions:
             raise ValueError(f"{LABEL!r} is the ImageFolder class field; name the row column otherwise")
 
 
-def _utf8(value: Any) -> tuple[bytes | None, Reason]:
+def utf8_field(value: Any) -> tuple[bytes | None, Reason]:
     if isinstance(value, bytes):
         try:
             value.decode("utf-8")
@@ -95,7 +89,7 @@ def _utf8(value: Any) -> tuple[bytes | None, Reason]:
         return None, INVALID_UTF8
 
 
-class _ReadSource(beam.DoFn):
+class ReadSource(beam.DoFn):
     def __init__(self, options: ImageReadOptions) -> None:
         self.options = options
         self.counters: dict[str, Any] = {}
@@ -114,7 +108,7 @@ class _ReadSource(beam.DoFn):
                     yield (source.index, row), (image, fields, source.draw(row))
                 else:
                     tally[reason] += 1
-        except _Damaged as damage:
+        except DamagedInput as damage:
             tally["images_in"] += damage.lost
             tally[damage.reason] += damage.lost
             damaged.append({"path": source.path, "reason": damage.reason, "error": str(damage)})
@@ -124,7 +118,7 @@ class _ReadSource(beam.DoFn):
 
     def _rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
         if problem := files.link_problem(source.path):
-            raise _Damaged(problem, "the symlink leads to no file")
+            raise DamagedInput(problem, "the symlink leads to no file")
         if source.kind == "image":
             yield (0, *self._image_file(source))
         elif source.kind == "hf":
@@ -141,7 +135,7 @@ class _ReadSource(beam.DoFn):
             sidecar = posixpath.join(posixpath.dirname(source.path), f"{stem}.txt")
             if not files.exists(sidecar):
                 return None, {}, MISSING_FIELD
-            caption, reason = _utf8(files.read_bytes(sidecar).strip())
+            caption, reason = utf8_field(files.read_bytes(sidecar).strip())
         else:
             caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
         if reason is not None:
@@ -153,7 +147,7 @@ class _ReadSource(beam.DoFn):
         options = self.options
         fields: Fields = {}
         for name, column in (("caption", options.caption_field), *((f, f) for f in options.extra_fields)):
-            value, reason = _utf8(values.get(column))
+            value, reason = utf8_field(values.get(column))
             if reason is not None:
                 return None, {}, reason
             fields[name] = value
@@ -186,9 +180,9 @@ class _ReadSource(beam.DoFn):
                     else:
                         yield (row, values, None) if isinstance(values, dict) else (row, {}, MALFORMED_JSON)
             except EOFError as error:
-                raise _Damaged(TRUNCATED_INPUT, f"gzip: {error}") from error
+                raise DamagedInput(TRUNCATED_INPUT, f"gzip: {error}") from error
             except (gzip.BadGzipFile, zlib.error) as error:
-                raise _Damaged(CORRUPT_INPUT, f"gzip: {error}") from error
+                raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
 
     def _parquet_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
         pa = require("pyarrow", for_what="reading parquet rows")
@@ -200,7 +194,7 @@ class _ReadSource(beam.DoFn):
                 # The footer is written last: a file that starts as parquet but lacks it was cut short.
                 raw.seek(0)
                 reason = TRUNCATED_INPUT if raw.read(4) == b"PAR1" else CORRUPT_INPUT
-                raise _Damaged(reason, f"parquet: {error}") from error
+                raise DamagedInput(reason, f"parquet: {error}") from error
             columns = [c for c in self._columns() if c in table.schema_arrow.names]
             row, rows = 0, table.metadata.num_rows
             try:
@@ -210,14 +204,14 @@ class _ReadSource(beam.DoFn):
                             yield row, values, None
                             row += 1
             except (pa.ArrowException, OSError) as error:
-                raise _Damaged(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
+                raise DamagedInput(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
 
     def _hf_rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
         datasets = require("datasets", for_what="reading a saved Hugging Face dataset")
         try:
             dataset = datasets.load_from_disk(source.path)
         except (OSError, ValueError) as error:
-            raise _Damaged(CORRUPT_INPUT, f"load_from_disk: {error}") from error
+            raise DamagedInput(CORRUPT_INPUT, f"load_from_disk: {error}") from error
         # Arrow straight from the dataset's files: an Image column stays its stored {bytes, path} struct.
         table = dataset.with_format("arrow")
         columns = [c for c in self._columns() if c in dataset.column_names]
@@ -228,13 +222,14 @@ class _ReadSource(beam.DoFn):
 
 
 class ReadImages(beam.PTransform):
-    (
-        """PCollection[Source] → ((file, row), (image bytes, {field: bytes}, draw)) and per-Source tallies (`stats`).
+    """PCollection[Source] → ((file, row), (image bytes, {field: bytes}, draw)) and per-Source tallies (`stats`).
 
     The draw is Source.draw(row): where the record goes, decided where its Source's name is known.
+    `reader` is the DoFn that reads one Source; `main` names the main output.
     """
-        ""
-    )
+
+    reader: type[ReadSource] = ReadSource
+    main = "images"
 
     def __init__(self, options: ImageReadOptions, label: str | None = None) -> None:
         super().__init__(label)
@@ -244,5 +239,5 @@ class ReadImages(beam.PTransform):
         return (
             sources
             | "SpreadSources" >> beam.Reshuffle()
-            | "ReadSource" >> beam.ParDo(_ReadSource(self.options)).with_outputs(STATS_TAG, main="images")
+            | "ReadSource" >> beam.ParDo(self.reader(self.options)).with_outputs(STATS_TAG, main=self.main)
         )

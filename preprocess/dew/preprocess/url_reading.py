@@ -22,12 +22,10 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import apache_beam as beam
-
 from dew.preprocess import files
-from dew.preprocess.documents import CORRUPT_INPUT, MISSING_FIELD, STATS_TAG, TRUNCATED_INPUT
+from dew.preprocess.documents import CORRUPT_INPUT, MISSING_FIELD, TRUNCATED_INPUT, DamagedInput
 from dew.preprocess.files import InputFile
-from dew.preprocess.image_reading import ImageReadOptions, _Damaged, _ReadSource, _utf8
+from dew.preprocess.image_reading import ReadImages, ReadSource, utf8_field
 from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source
 
 URL_SUFFIXES = {**ROW_SUFFIXES, ".csv": "csv", ".csv.gz": "csv"}
@@ -62,7 +60,7 @@ def find_url_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple
     return sources, tuple(manifest[path] for path in sorted(manifest))
 
 
-class _ReadUrlSource(_ReadSource):
+class _ReadUrlSource(ReadSource):
     """The images job's row reader with a url where it expects an image, and csv files besides."""
 
     def _rows(self, source: Source) -> Iterator[_Row]:
@@ -78,37 +76,29 @@ class _ReadUrlSource(_ReadSource):
             return None, {}, MISSING_FIELD
         fields: dict[str, bytes] = {}
         for name, column in (("caption", self.options.caption_field), *((f, f) for f in self.options.extra_fields)):
-            value, reason = _utf8(values.get(column))
+            value, reason = utf8_field(values.get(column))
             if reason is not None:
                 return None, {}, reason
             fields[name] = value
-        url_bytes, reason = _utf8(url.strip())
+        url_bytes, reason = utf8_field(url.strip())
         return (None, {}, reason) if reason else (url_bytes, fields, None)
 
     def _csv_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], str | None]]:
         with files.open_read(source.path) as raw:
             stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
-            # Undecodable bytes become lone surrogates, which _utf8 refuses: one bad cell drops its row, not the file.
+            # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
             text = codecs.getreader("utf-8")(stream, errors="surrogateescape")
             try:
                 for row, values in enumerate(csv.DictReader(text)):
                     yield row, values, None
             except EOFError as error:
-                raise _Damaged(TRUNCATED_INPUT, f"csv: {error}") from error
+                raise DamagedInput(TRUNCATED_INPUT, f"csv: {error}") from error
             except (gzip.BadGzipFile, zlib.error, csv.Error) as error:
-                raise _Damaged(CORRUPT_INPUT, f"csv: {error}") from error
+                raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
 
 
-class ReadUrls(beam.PTransform):
+class ReadUrls(ReadImages):
     """PCollection[Source] → ((file, row), (url bytes, {field: bytes}, draw)) and per-Source tallies (`stats`)."""
 
-    def __init__(self, options: ImageReadOptions, label: str | None = None) -> None:
-        super().__init__(label)
-        self.options = options
-
-    def expand(self, sources: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
-        return (
-            sources
-            | "SpreadSources" >> beam.Reshuffle()
-            | "ReadSource" >> beam.ParDo(_ReadUrlSource(self.options)).with_outputs(STATS_TAG, main="urls")
-        )
+    reader = _ReadUrlSource
+    main = "urls"
