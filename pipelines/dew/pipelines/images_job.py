@@ -41,6 +41,17 @@ def parser() -> argparse.ArgumentParser:
         "--caption_template", default="{label}", help="an image file's caption; {label} is its class, {stem} its name"
     )
     flags.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
+    add_image_flags(p)
+    p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
+    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
+    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
+    flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
+    flags.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def add_image_flags(p: argparse.ArgumentParser) -> None:
+    """The pixel rules and the stored form, shared by every job that writes images (images, ingest-urls)."""
     p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
     p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
     p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
@@ -49,12 +60,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding", default="jpeg", choices=pixels.ENCODINGS, help="how images are stored")
     p.add_argument("--quality", type=int, default=95, help="JPEG and WebP quality, 1..100")
     p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
-    p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
-    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
-    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
-    flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
-    return p
 
 
 def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:

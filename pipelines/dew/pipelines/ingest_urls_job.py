@@ -21,6 +21,7 @@ import apache_beam as beam
 from dew.data.images import pixels
 from dew.data.images.fetch import FetchPolicy
 from dew.pipelines import common, flags
+from dew.pipelines.images_job import add_image_flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -40,14 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url_field", default="url", help="row column of the image url")
     p.add_argument("--caption_field", default="caption", help="row column of the caption")
     p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
-    p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
-    p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
-    p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
-    p.add_argument("--resize", default="center_crop", choices=("keep", "shorter_side", "center_crop"), help="resize")
-    p.add_argument("--size", type=int, default=256, help="the shorter side, or the square's side, in pixels")
-    p.add_argument("--encoding", default="jpeg", choices=pixels.ENCODINGS, help="how images are stored")
-    p.add_argument("--quality", type=int, default=95, help="JPEG and WebP quality, 1..100")
-    p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
+    add_image_flags(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of rows, drawn by a hash, held out")
     p.add_argument("--rows_per_shard", type=int, default=10_000, help="input rows per shard (before drops)")
     p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by rows")
