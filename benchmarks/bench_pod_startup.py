@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-BASELINE = "the same derived files loaded whole with np.load in a fresh process, as dew read them before mapping"
+BASELINE = "the same derived files loaded whole with np.load in a fresh process, as dew read them before reading them in place"
 SIZES = (10**7, 10**8)
 WINDOW, BINS, BATCH = 128, 8, 8  # one document a window: the plan is written directly, not planned
 NEEDED = 5 * 10**9  # bytes of derived files at 10^8 documents, with room to spare
@@ -79,9 +79,8 @@ def child(directory: str, mode: str) -> None:
             next(stream)
     seconds = time.perf_counter() - start
     memory = psutil.Process().memory_info()
-    # RSS counts the page-cache pages of mapped files a process touched; the kernel maps a whole large
-    # folio (up to 2 MB) per lookup, and those pages are shared by the host's processes. What a process
-    # costs on its own is the rest: its private (anonymous) memory.
+    # The derived files are read in place with pread (dew.data.paged), so RSS holds what the process read;
+    # "private" (RSS less file-backed shared pages) is reported beside it.
     print(
         json.dumps(
             {"seconds": seconds, "rss_mb": memory.rss / 2**20, "private_mb": (memory.rss - memory.shared) / 2**20}

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import integrity, mapped, remote
+from dew.data import integrity, npz, remote
 from dew.data.sections import SECTIONS, Section, TokensSection
 
 META = "meta.json"
@@ -361,18 +361,19 @@ def _derived_role(path: str) -> tuple[str, str]:
 
 def save_derived(path: str, fingerprint: str, arrays: Mapping[str, np.ndarray]) -> None:
     """Saves arrays derived from a corpus, stamped with that corpus's fingerprint and the split and role
-    its name gives it (formats.derived_path), atomically, laid out for readers to map (dew.data.mapped)."""
+    its name gives it (formats.derived_path), atomically, laid out to be read in place (dew.data.npz)."""
     split, role = _derived_role(path)
     tmp = f"{path}.tmp-{os.getpid()}.npz"
     stamps = {"fingerprint": np.array(fingerprint), "split": np.array(split), "role": np.array(role)}
-    mapped.write_arrays(tmp, {**stamps, **arrays})
+    npz.write_arrays(tmp, {**stamps, **arrays})
     os.replace(tmp, path)
 
 
 def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
-    """The arrays of a derived file, mapped, if it exists and was derived from this corpus; None otherwise.
+    """The arrays of a derived file if it exists and was derived from this corpus; None otherwise.
 
-    Mapping costs O(1) in the arrays' size, and the processes of a host share the pages they read. The
+    Large arrays are read in place (dew.data.paged): opening costs O(1) in their size, a process holds
+    only a bounded cache of the blocks it read, and the host's processes share the file's page cache. The
     file's bytes are checked against its zip CRC-32s the first time a host opens it (one read of the
     file; dew.data.integrity caches the verdict), so damage is refused before anything is read from it.
     A file of this corpus that another split or role wrote is refused rather than recomputed: it is
@@ -389,13 +390,13 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
         return None
     fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"
     try:
-        recorded = mapped.recorded_crcs(path)
+        recorded = npz.recorded_crcs(path)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
         raise ValueError(f"{path} is not a readable derived file ({error}); {fix}") from None
     check = f"against its zip directory: the file was damaged after it was written; {fix}"
-    integrity.verify_once(path, "zip-crc32", recorded, lambda: mapped.member_crcs(path), fix=check, ctime=not cached)
+    integrity.verify_once(path, "zip-crc32", recorded, lambda: npz.member_crcs(path), fix=check, ctime=not cached)
     try:
-        data = mapped.map_arrays(path)
+        data = npz.open_arrays(path)
         if _text(data["fingerprint"]) != fingerprint:
             return None
         if "split" not in data or "role" not in data:

@@ -48,7 +48,12 @@ class PackedBatch:
     def gather(self, values: np.ndarray, document_starts: np.ndarray, *, fill: int = 0) -> np.ndarray:
         """[windows, window] int32 of a ragged column whose document d begins at
         values[document_starts[d]]; `fill` in every cell no piece reaches."""
-        sources = (document_starts[self.documents] + self.starts).tolist()
+        return self.slice(values, document_starts[self.documents], fill=fill)
+
+    def slice(self, values: np.ndarray, origins: np.ndarray, *, fill: int = 0) -> np.ndarray:
+        """[windows, window] int32 of a stream in which each piece's document begins at its `origins`
+        entry; `fill` in every cell no piece reaches."""
+        sources = (np.asarray(origins, dtype=np.int64) + self.starts).tolist()
         return self._fill(lambda piece: values[sources[piece] : sources[piece] + self.lengths[piece]], fill)
 
     def copy(self, read: Callable[[int, int, int], np.ndarray], *, fill: int = 0) -> np.ndarray:
@@ -70,8 +75,9 @@ def packed_batch(plan: PackingPlan, windows: np.ndarray, *, positions: Positions
     if positions not in ("piece", "document"):
         raise ValueError(f"positions count per 'piece' or per 'document', got {positions!r}")
     windows = np.asarray(windows, dtype=np.int64)
-    first = plan.offsets[windows]
-    counts = plan.offsets[windows + 1] - first
+    # One gather of both bounds: an index read in place (dew.data.paged) reads each window's pair at once.
+    first, last = plan.offsets[np.stack([windows, windows + 1])]
+    counts = last - first
     window_first = np.cumsum(counts) - counts  # each window's first piece, in batch order
     rank = np.arange(int(counts.sum())) - np.repeat(window_first, counts)
     pieces = np.repeat(first, counts) + rank

@@ -61,7 +61,7 @@ class PackingPlan:
             raise ValueError("a packing plan's documents, starts and lengths must be one length")
         if len(self.offsets) < 1 or self.offsets[0] != 0 or self.offsets[-1] != pieces:
             raise ValueError(f"a packing plan's offsets must run from 0 to its {pieces} pieces")
-        # Nothing here reads the whole plan: a loaded plan is mapped, and a start must cost the same
+        # Nothing here reads the whole plan: a loaded plan is read in place, and a start must cost the same
         # whatever the corpus holds. That every window holds a piece is checked where a plan is saved.
 
     def __len__(self) -> int:

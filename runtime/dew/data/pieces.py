@@ -4,7 +4,7 @@ A record-shaped source must know each piece's length before it can map an offset
 learning that by reading the shards is O(corpus) at startup. Every writer knows each length as it
 writes it and leaves them beside the shards as `<split>.pieces.npz`, stamped with the directory's
 fingerprint, whatever kind of record it wrote: lengths count token ids for tokens and record bytes for
-packed records (Section.UNIT). A source built from that file maps it (dew.data.mapped) and opens
+packed records (Section.UNIT). A source built from that file reads it in place (dew.data.paged) and opens
 nothing but the pieces it reads, so its start costs the same whatever the corpus holds.
 Without the file (or with one from another directory) a source scans its shards and builds the same index.
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dew.data import formats
+from dew.data import formats, paged
 
 PIECES = "pieces"
 _ARRAYS = ("ends", "counts", "field")
@@ -35,9 +35,9 @@ class PieceIndex:
     field: str = ""
 
     def __post_init__(self) -> None:
-        # Checks here cost O(shards), never O(pieces): a loaded index is mapped, and a start must not read
+        # Checks here cost O(shards), never O(pieces): a loaded index is paged, and a start must not read
         # it whole. That the ends never decrease is checked where an index is made (of_lengths) and saved.
-        ends, counts = np.asanyarray(self.ends), np.asanyarray(self.counts)
+        ends, counts = paged.asanyarray(self.ends), np.asarray(self.counts)  # counts: O(shards)
         if ends.ndim != 1 or counts.ndim != 1:
             raise ValueError("a piece index holds 1-D ends and counts")
         if ends.size and not np.issubdtype(ends.dtype, np.integer):
@@ -124,7 +124,7 @@ def ends_at(ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _int64(array: np.ndarray) -> np.ndarray:
-    """The array as int64; a mapped int64 array stays itself (mapped), where np.asarray would unwrap it."""
+    """The array as int64; a paged int64 array stays itself, where np.asarray would read it whole."""
     return array if array.dtype == np.int64 else array.astype(np.int64)
 
 

@@ -123,7 +123,6 @@ def _discover() -> None:
         entry_point.load()
 
 
-
 def _reraise(package: str) -> None:
     # walk_packages would skip a subpackage that fails to import, and with it every kind it declares.
     raise ImportError(f"{package} failed to import, so the dataset kinds it declares cannot register")

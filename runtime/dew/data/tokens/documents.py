@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from dew.data.packed_batch import packed_batch
+from dew.data import paged
+from dew.data.packed_batch import PackedBatch, packed_batch
 from dew.data.packing import PackingPlan, document_ends, lengths_of
+from dew.data.pieces import ends_at
 from dew.data.records import BatchRecords, describe_source
 from dew.data.tokens.sources import TokenSource
 
@@ -26,8 +27,8 @@ class TokenDocumentSource:
         self.eos_id = tokens.eos_id if eos_id is None else eos_id
         if ends is None:
             ends = document_ends(len(tokens), lambda a, b: tokens[a:b], self.eos_id)
-        ends = np.asanyarray(ends)
-        # An offline index is mapped: np.asarray would unwrap it, and a copy would cost O(documents).
+        ends = paged.asanyarray(ends)
+        # An offline index is paged: np.asarray would read it whole, and a copy would cost O(documents).
         self.ends = ends if ends.dtype == np.int64 else ends.astype(np.int64)
         if len(self.ends) and int(self.ends[-1]) != len(tokens):
             raise ValueError(
@@ -73,8 +74,8 @@ class PackedWindowSource(BatchRecords):
         if not windows.size:
             return np.zeros(0, dtype=np.int64)
         # Reads these windows' pieces only: a table over the whole plan would cost O(windows) at first use.
-        first = self.plan.offsets[windows]
-        counts = self.plan.offsets[windows + 1] - first
+        first, last = self.plan.offsets[np.stack([windows, windows + 1])]
+        counts = last - first
         at = np.cumsum(counts) - counts  # where each window's pieces begin among those gathered
         pieces = np.repeat(first - at, counts) + np.arange(int(counts.sum()))
         return np.add.reduceat(self.plan.lengths[pieces], at)
@@ -88,24 +89,18 @@ class PackedWindowSource(BatchRecords):
             raise IndexError(f"window {int(indices.max())} is outside this {self.count}-window source")
         batch = packed_batch(self.plan, indices + self.first, positions="piece")
         return {
-            "text": batch.copy(self._span_reader()),
+            "text": self._text(batch),
             "text_segment_ids": batch.segment_ids,
             "text_positions": batch.positions,
         }
 
-    def _span_reader(self) -> Callable[[int, int, int], np.ndarray]:
-        """read(document, start, length) for this source's documents: one slice of the token stream
-        when they are a TokenDocumentSource, else a slice of the document record."""
+    def _text(self, batch: PackedBatch) -> np.ndarray:
+        """The batch's ids: slices of the token stream when the documents are a TokenDocumentSource
+        (the pieces' document starts looked up in one gather), else slices of each document record."""
         documents = self.documents
         if isinstance(documents, TokenDocumentSource):
-            tokens, ends = documents.tokens, documents.ends
-
-            def span(document: int, start: int, length: int) -> np.ndarray:
-                origin = (int(ends[document - 1]) if document else 0) + start
-                return tokens[origin : origin + length]
-
-            return span
-        return lambda document, start, length: np.asarray(documents[document])[start : start + length]
+            return batch.slice(documents.tokens, ends_at(documents.ends, batch.documents))
+        return batch.copy(lambda document, start, length: np.asarray(documents[document])[start : start + length])
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -258,8 +258,8 @@ class _Pieces:
         start, stop = _bounds(span, len(self))
         if start == stop:
             return np.zeros(0, dtype=self.dtype)
-        first = int(np.searchsorted(self.piece_ends, start, side="right"))
-        last = int(np.searchsorted(self.piece_ends, stop - 1, side="right")) + 1
+        first = int(self.piece_ends.searchsorted(start, side="right"))
+        last = int(self.piece_ends.searchsorted(stop - 1, side="right")) + 1
         joined = np.concatenate(self._pieces(first, last))
         base = int(self.piece_ends[first - 1]) if first else 0
         return joined[start - base : stop - base]

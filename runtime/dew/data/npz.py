@@ -1,32 +1,26 @@
-"""Arrays in an .npz file mapped from disk rather than loaded, so their size costs no memory or time at startup.
+"""Derived .npz files laid out so their large arrays are read in place (dew.data.paged), not loaded.
 
 A derived index holds 8 bytes or more a record. Loaded whole (np.load), a pod with billions of records
 and dozens of worker processes per host would hold gigabytes per process and spend a startup that grows
-with the corpus reading it. Mapped, a process pays only for the pages it touches, and the processes of
-a host share those pages through the page cache.
+with the corpus reading it. Read in place, a process reads only the blocks its batches need.
 
-np.savez already stores members uncompressed, so every .npz dew ever wrote can be mapped: a member's
-.npy data starts at a fixed offset in the file (the zip local header, then the .npy header). The writer
-here also pads each member's local header (in a zip extra field, as Android's zipalign does) so the
-data starts 64-byte aligned, and stamps a fixed date, so the same arrays give the same bytes. Any
-zip or numpy reader still reads the file.
-
-A mapped array pickles as where it lies (file, offset, file identity), not as its bytes: a source sent
-to a Grain worker process maps the same pages there instead of copying the index into every worker.
+np.savez already stores members uncompressed, so every .npz dew ever wrote can be read in place: a
+member's .npy data starts at a fixed offset in the file (the zip local header, then the .npy header).
+The writer here also pads each member's local header (in a zip extra field, as Android's zipalign
+does) so the data starts 64-byte aligned, and stamps a fixed date, so the same arrays give the same
+bytes. Any zip or numpy reader still reads the file.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import mmap
-import os
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 import numpy as np
+
+from dew.data import paged
 
 _ALIGN = 64
 # The extra-field id zipalign pads with; readers skip extra fields they do not know.
@@ -51,76 +45,9 @@ def write_arrays(path: str, arrays: Mapping[str, np.ndarray]) -> None:
                 np.lib.format.write_array(member, array, allow_pickle=False)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Where:
-    """Where a mapped array's bytes lie, and which state of the file they were mapped from."""
-
-    path: str
-    offset: int
-    dtype: str
-    shape: tuple[int, ...]
-    fortran: bool
-    identity: tuple[int, int, int]
-
-
-class MappedArray(np.ndarray):
-    """A read-only array over a mapped file, pickled as where it lies.
-
-    Only the whole array keeps that: what is computed or sliced from it is a plain ndarray (a view
-    pickled as its bytes, which for a slice is what a slice should cost).
-    """
-
-    _where: _Where | None = None
-
-    def __array_finalize__(self, obj: Any) -> None:
-        self._where = None
-
-    def __array_wrap__(self, obj: Any, context: Any = None, return_scalar: bool = False) -> Any:
-        if return_scalar:
-            return obj[()]
-        return obj.view(np.ndarray) if isinstance(obj, np.ndarray) else obj
-
-    def __getitem__(self, key: Any) -> Any:
-        value = super().__getitem__(key)
-        return value.view(np.ndarray) if isinstance(value, np.ndarray) else value
-
-    def __reduce__(self) -> Any:
-        if self._where is None:
-            return self.view(np.ndarray).__reduce__()
-        return _remap, (self._where,)
-
-
-def _identity(path: str) -> tuple[int, int, int]:
-    stat = os.stat(path)
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
-
-
-def _remap(where: _Where) -> np.ndarray:
-    """The array `where` describes, mapped again (in a worker process); refused if the file changed since."""
-    if _identity(where.path) != where.identity:
-        raise ValueError(
-            f"{where.path} changed after this process's parent mapped it; restart the run so every process reads "
-            "one version of it"
-        )
-    with open(where.path, "rb") as f:
-        return _array(_map(f), where)
-
-
-def _map(f: Any) -> mmap.mmap:
-    buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    # An index is read a few entries at a time at scattered places: on a cold page cache, readahead
-    # would read from disk far more around every entry a batch looks up than the entry itself.
-    buffer.madvise(mmap.MADV_RANDOM)
-    return buffer
-
-
-def _array(buffer: mmap.mmap, where: _Where) -> np.ndarray:
-    dtype, order = np.dtype(where.dtype), "F" if where.fortran else "C"
-    if not np.prod(where.shape, dtype=np.int64):
-        return np.zeros(where.shape, dtype=dtype, order=order)  # a buffer cannot be viewed at its very end
-    array = np.ndarray(where.shape, dtype=dtype, buffer=buffer, offset=where.offset, order=order).view(MappedArray)
-    array._where = where
-    return array
+# Members up to this size are read into memory when the file is opened (it costs no more than a few
+# blocks would); larger 1-D members are paged.
+PAGED_FROM = 1 << 20
 
 
 def _members(path: str) -> Iterator[tuple[zipfile.ZipInfo, int]]:
@@ -134,17 +61,18 @@ def _members(path: str) -> Iterator[tuple[zipfile.ZipInfo, int]]:
             yield info, info.header_offset + _LOCAL_HEADER.size + name + extra
 
 
-def map_arrays(path: str) -> dict[str, np.ndarray]:
-    """Every array of the .npz at `path`, mapped (a compressed member, which cannot be, is read).
+def open_arrays(path: str) -> dict[str, np.ndarray]:
+    """Every array of the .npz at `path`: a large 1-D member as a paged.FileArray over the file, the
+    rest (and any compressed member, which cannot be paged) read into memory.
 
-    Reads only the zip directory and the .npy headers: O(members), whatever the arrays hold. Nothing
-    here checks the arrays' bytes; member_crcs does, once per host (dew.data.formats.load_derived).
-    Raises ValueError (or zipfile.BadZipFile, OSError) for a file that is not such an archive.
+    Reads only the zip directory, the .npy headers and the small members: O(members), whatever the
+    large arrays hold. Nothing here checks the arrays' bytes; member_crcs does, once per host
+    (dew.data.formats.load_derived). Raises ValueError (or zipfile.BadZipFile, OSError) for a file that
+    is not such an archive.
     """
-    identity = _identity(path)
+    state = paged.identity(path)
     arrays: dict[str, np.ndarray] = {}
     with open(path, "rb") as f:
-        buffer = _map(f)
         for info, start in _members(path):
             name = info.filename.removesuffix(".npy")
             if info.compress_type != zipfile.ZIP_STORED:
@@ -158,13 +86,17 @@ def map_arrays(path: str) -> dict[str, np.ndarray]:
             elif version == (2, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
             else:
-                raise ValueError(f"member {info.filename} is .npy version {version}, which dew does not map")
+                raise ValueError(f"member {info.filename} is .npy version {version}, which dew cannot read in place")
             if dtype.hasobject:
                 raise ValueError(f"member {info.filename} holds Python objects")
-            where = _Where(path, f.tell(), dtype.str, tuple(shape), fortran, identity)
-            if where.offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize > start + info.file_size:
+            offset, count = f.tell(), int(np.prod(shape, dtype=np.int64))
+            if offset + count * dtype.itemsize > start + info.file_size:
                 raise ValueError(f"member {info.filename} is shorter than the array its header describes")
-            arrays[name] = _array(buffer, where)
+            if len(shape) == 1 and count * dtype.itemsize >= PAGED_FROM:
+                arrays[name] = paged.FileArray(paged.Where(path, offset, dtype.str, count, state))  # type: ignore[assignment]
+            else:
+                data = np.frombuffer(f.read(count * dtype.itemsize), dtype=dtype, count=count)
+                arrays[name] = data.reshape(shape, order="F" if fortran else "C")
     return arrays
 
 
