@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-BASELINE = "the same derived files loaded whole with np.load in a fresh process, as dew read them before reading them in place"
+BASELINE = "the same derived files loaded whole with np.load in a fresh process, as dew once read them"
 SIZES = (10**7, 10**8)
 WINDOW, BINS, BATCH = 128, 8, 8  # one document a window: the plan is written directly, not planned
 NEEDED = 5 * 10**9  # bytes of derived files at 10^8 documents, with room to spare
