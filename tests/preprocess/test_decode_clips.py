@@ -121,6 +121,8 @@ def test_frames_audio_and_books_of_every_video(committed: tuple[Path, dict], vid
         elif end <= 1.0 or name == "tone.mp4":
             assert abs(dominant_frequency(audio, RATE) - 440) < 10 and 0.4 < np.abs(audio).max() < 0.6
     assert found["frames_decoded"] == 8 * found["clips_decoded"]
+    # The parked clips went with the temporary directory once the corpus committed.
+    assert sorted(p.name for p in out.iterdir()) == sorted(listing(out)) and not (out / ".dew-tmp").exists()
 
 
 @pytest.mark.beam
@@ -185,6 +187,22 @@ def test_strict_stops_at_the_first_bad_video_naming_it(videos: Path) -> None:
     decode.setup()
     with pytest.raises(BadInputError, match=r"zero\.mp4: empty"):
         list(decode.process(sources[0]))
+
+
+def test_a_video_that_fails_part_way_hands_on_no_clip_and_leaves_no_parked_file(videos: Path, tmp_path: Path) -> None:
+    from dew.preprocess.clips import TALLY_TAG, _DecodeVideo
+
+    sources, _ = find_sources(
+        [str(videos / "broken" / "cut-late.mp4"), str(videos / "talk" / "tone.mp4")], SourceOptions()
+    )
+    shape = ClipShape(frames=8, frame_size=32, frame_rate=25.0, audio_rate=16000)
+    decode = _DecodeVideo(ClipsPlan(output=str(tmp_path), shape=shape, every=0.4))
+    decode.setup()
+    late, tone = ([*decode.process(source)] for source in sources)
+    assert [out.tag for out in late] == [TALLY_TAG] and late[0].value["reason"] == "truncated"
+    assert len(tone) == 6 and tone[-1].value["clips"] == 5  # five parked clips, then the tally
+    (parked,) = {where.path for _, (where, _) in tone[:-1]}
+    assert [Path(p).name for p in (tmp_path / ".dew-tmp").iterdir()] == [Path(parked).name]
 
 
 def test_clips_are_cut_every_k_seconds_or_n_per_video_evenly() -> None:

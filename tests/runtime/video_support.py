@@ -77,7 +77,12 @@ def frame_indices(frames: np.ndarray) -> list[int]:
 
 
 def tone(samples: int, rate: int, frequency: float = TONE) -> np.ndarray:
-    return (0.5 * np.sin(2 * np.pi * frequency * np.arange(samples) / rate)).astype(np.float32)
+    return tone_at(np.arange(samples) / rate, frequency)
+
+
+def tone_at(seconds: np.ndarray, frequency: float = TONE) -> np.ndarray:
+    """The tone write_video encodes, at these times from the file's start."""
+    return (0.5 * np.sin(2 * np.pi * frequency * seconds)).astype(np.float32)
 
 
 def dominant_frequency(wave: np.ndarray, rate: int) -> float:

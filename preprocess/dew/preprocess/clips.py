@@ -1,7 +1,7 @@
 """WriteClips: video Sources → a committed `dew.clips/1` directory, end to end, as one PTransform.
 
-    spread videos → decode each video's clips (one open file, one pass per run of nearby clips) → drop clips of videos
-    that failed part-way → shard counts → route → write shards → stats.json → meta.json
+    spread videos → decode each video's clips (one open file, one pass per run of nearby clips) and park
+    them in a file of the video's → shard counts → route → write shards → stats.json → meta.json
 
 Every clip is cut by dew.data.video.decode, the path VideoDataset reads through at training time, so a
 clip decoded offline is the clip that would have been decoded online, and a file is refused for the
@@ -10,6 +10,13 @@ same reasons. A video is the unit of the books: videos in = videos written + vid
 A clip's key is (the video's file index, the clip's index on the video's frame-rate grid), and its
 shard comes from a hash of the video's name and that index, as the images job places images: shards
 fill evenly and their bytes never depend on which worker decoded what, or when.
+
+The clips' bytes never cross Beam's shuffle. The worker that decodes a video writes its clips, as they
+are packed, to one temporary file under the output (dew.preprocess.parked) and hands on only where each
+clip is; the shard writer reads them from there in key order. Moving the raw clips between processes
+through the runner instead cost as much as decoding them (docs/decode-clips.md has the numbers). A
+video's references are handed on only once every clip of it decoded, so a video that fails part-way
+loses the clips already decoded from it too (its file is deleted) and none reaches a shard.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from dew.preprocess.clip_sources import MISSING_FILE, SOURCE_REASONS, Source, So
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE, BadInputError
 from dew.preprocess.drops import TooManyDropsError
+from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 
@@ -144,7 +152,8 @@ class _Progress:
 
 
 class _DecodeVideo(beam.DoFn):
-    """Source → ((file, clip), (record, draw)) for each clip, and one tally per video (TALLY_TAG)."""
+    """Source → ((file, clip), (parked record, draw)) for each clip of a video that decoded whole, and one
+    tally per video (TALLY_TAG)."""
 
     def __init__(self, plan: ClipsPlan) -> None:
         self.plan = plan
@@ -157,27 +166,35 @@ class _DecodeVideo(beam.DoFn):
 
     def process(self, source: Source) -> Iterator[Any]:
         self.counters["videos_in"].inc()
-        clips, reason, error = 0, source.problem, ""
+        clips: list[tuple[Key, tuple[Parked, int]]] = []
+        reason, error = source.problem, ""
         if reason is None:
+            parking = ParkingFile(self.plan.output, f"video-{source.index:08d}.clips")
             try:
-                for clip in self._clips(source):
-                    yield clip
-                    clips += 1
+                clips = list(self._clips(source, parking))
             except VideoError as failed:
                 reason, error = failed.reason, str(failed)
             except FileNotFoundError as failed:
                 reason, error = MISSING_FILE, str(failed)
+            except BaseException:
+                parking.discard()
+                raise
+            if reason is None:
+                parking.close()
+                yield from clips
+            else:
+                parking.discard()
+                clips = []
         else:
             error = f"{source.path}: {reason}"
         if reason is not None:
             self.counters[reason].inc()
             if self.plan.strict:
                 raise BadInputError(f"{error} (--strict stops at the first bad video; drop it to count them instead)")
-        yield beam.pvalue.TaggedOutput(
-            TALLY_TAG, {"index": source.index, "path": source.path, "clips": clips, "reason": reason, "error": error}
-        )
+        tally = {"index": source.index, "path": source.path, "clips": len(clips), "reason": reason, "error": error}
+        yield beam.pvalue.TaggedOutput(TALLY_TAG, tally)
 
-    def _clips(self, source: Source) -> Iterator[tuple[Key, tuple[bytes, int]]]:
+    def _clips(self, source: Source, parking: ParkingFile) -> Iterator[tuple[Key, tuple[Parked, int]]]:
         plan, shape = self.plan, self.plan.shape
         with Video(source.path) as video:
             if shape.audio_rate is not None and not video.has_audio and plan.no_audio == "drop":
@@ -193,7 +210,7 @@ class _DecodeVideo(beam.DoFn):
                 self.counters["clips_decoded"].inc()
                 self.counters["frames_decoded"].inc(shape.frames)
                 self.progress.add()
-                yield (source.index, index), (record, source.draw(index))
+                yield (source.index, index), (parking.add(record), source.draw(index))
 
 
 def shard_count(total_bytes: int, plan: ClipsPlan) -> dict[str, int]:
@@ -202,9 +219,9 @@ def shard_count(total_bytes: int, plan: ClipsPlan) -> dict[str, int]:
     return {TRAIN: max(1, math.ceil(total_bytes / plan.shard_bytes))}
 
 
-def _route(element: tuple[Key, tuple[bytes, int]], counts: Mapping[str, int]) -> Any:
-    key, (record, draw) = element
-    return (TRAIN, min(counts[TRAIN] - 1, int(draw / _DRAW * counts[TRAIN]))), (key, record)
+def _route(element: tuple[Key, tuple[Parked, int]], counts: Mapping[str, int]) -> Any:
+    key, (parked, draw) = element
+    return (TRAIN, min(counts[TRAIN] - 1, int(draw / _DRAW * counts[TRAIN]))), (key, parked)
 
 
 def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -> dict[str, Any]:
@@ -253,15 +270,10 @@ class WriteClips(beam.PTransform):
             | "SpreadVideos" >> beam.Reshuffle()
             | "DecodeVideos" >> beam.ParDo(_DecodeVideo(plan)).with_outputs(TALLY_TAG, main="records")
         )
-        tallies = decoded[TALLY_TAG]
-        # A video that fails part-way (a damaged packet after good ones) is dropped whole: its earlier clips go too.
-        failed = beam.pvalue.AsDict(
-            tallies | "FailedVideos" >> beam.FlatMap(lambda t: [(t["index"], t["reason"])] if t["reason"] else [])
-        )
-        records = decoded.records | "KeepWholeVideos" >> beam.Filter(lambda kv, bad: kv[0][0] not in bad, failed)
+        tallies, records = decoded[TALLY_TAG], decoded.records
         counts = beam.pvalue.AsSingleton(
             records
-            | "ClipBytes" >> beam.Map(lambda kv: len(kv[1][0]))
+            | "ClipBytes" >> beam.Map(lambda kv: kv[1][0].size)
             | "TotalBytes" >> beam.CombineGlobally(sum)
             | "ShardCounts" >> beam.Map(shard_count, plan)
         )

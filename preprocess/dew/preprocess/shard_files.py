@@ -23,6 +23,7 @@ from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.extras import require
 from dew.data.formats import SHARD_EXTENSIONS
 from dew.data.sections import Section, TokensSection
+from dew.preprocess.parked import Parked
 
 # Records per parquet row group: fixed, so the file layout never depends on timing.
 PARQUET_ROWS = 4096
@@ -59,11 +60,12 @@ class ShardFormat:
         """The fields of a packed record, in the order every record holds them."""
         return getattr(self.section, "fields", ())
 
-    def units(self, record: bytes) -> int:
+    def units(self, record: bytes | Parked) -> int:
         """A record's length in the section's unit: ids for tokens, bytes for packed records."""
-        if len(record) % self.dtype.itemsize:
-            raise ValueError(f"a record of {len(record)} bytes is not whole {self.dtype} ids")
-        return len(record) // self.dtype.itemsize
+        size = record.size if isinstance(record, Parked) else len(record)
+        if size % self.dtype.itemsize:
+            raise ValueError(f"a record of {size} bytes is not whole {self.dtype} ids")
+        return size // self.dtype.itemsize
 
     @property
     def piece_field(self) -> str:

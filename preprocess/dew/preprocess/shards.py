@@ -1,8 +1,10 @@
 """WriteShards: keyed records of any kind → committed shard files (.bin, ArrayRecord or parquet), one Shard each.
 
 Every kind of record travels as bytes (token ids in the corpus dtype, or a packed dict), keyed by where
-it came from. A shard's records arrive from the shuffle in no particular order. They are spilled to a
-local file as they come and only their keys are kept and sorted, so a worker holds a few dozen bytes a
+it came from, or, when records are large, as a dew.preprocess.parked.Parked reference to the file the
+step that made it wrote it to. A shard's records arrive from the shuffle in no particular order. They
+are spilled to a local file as they come (a parked one stays where it is) and only their keys are kept
+and sorted, so a worker holds a few dozen bytes a
 record rather than the shard; the shard is then written in key order through the adapter of its file
 format (dew.preprocess.shard_files) and committed under its final name (renamed in place locally,
 copied up through FileSystems for gs://). Content depends only on the keys, so every runner, worker
@@ -30,6 +32,7 @@ from dew.data.formats import Meta, Shard, shard_name
 from dew.data.pieces import PIECES, PieceIndex
 from dew.preprocess import files
 from dew.preprocess.documents import NAMESPACE
+from dew.preprocess.parked import Parked
 from dew.preprocess.shard_files import ShardFormat, write_shard_file
 
 _READ_BACK = 1 << 22
@@ -37,23 +40,27 @@ Key = tuple[Any, ...]
 
 
 class _Spill:
-    """Records parked in a local file by arrival, handed back in key order."""
+    """Records parked in a local file by arrival (or already parked elsewhere), handed back in key order."""
 
     def __init__(self, directory: str, fmt: ShardFormat) -> None:
         self.path = os.path.join(directory, "spill")
         self.fmt = fmt
-        self.index: list[tuple[Key, int, int, int]] = []  # (key, offset, bytes, units)
+        self.index: list[tuple[Key, str, int, int, int]] = []  # (key, file, offset, bytes, units)
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by ordered(), which reads it back)
         self._offset = 0
 
-    def add(self, key: Key, record: bytes) -> None:
+    def add(self, key: Key, record: bytes | Parked) -> None:
+        if isinstance(record, Parked):
+            # Parked by the step that made it: only where it is needs keeping.
+            self.index.append((tuple(key), record.path, record.offset, record.size, self.fmt.units(record)))
+            return
         self._file.write(record)
-        self.index.append((tuple(key), self._offset, len(record), self.fmt.units(record)))
+        self.index.append((tuple(key), self.path, self._offset, len(record), self.fmt.units(record)))
         self._offset += len(record)
 
     def lengths(self) -> np.ndarray:
         """Every record's length in units, in key order: the order ordered() hands them back in."""
-        return np.array([units for _, _, _, units in sorted(self.index)], dtype=np.int64)
+        return np.array([units for *_, units in sorted(self.index)], dtype=np.int64)
 
     def ordered(self) -> Iterator[bytes]:
         self._file.close()
@@ -61,10 +68,30 @@ class _Spill:
         for (a, *_), (b, *_) in zip(self.index, self.index[1:], strict=False):
             if a == b:
                 raise RuntimeError(f"record key {a} reached one shard twice; the read step emitted it twice")
-        with open(self.path, "rb", buffering=_READ_BACK) as f:
-            for _, offset, size, _ in self.index:
-                f.seek(offset)
-                yield f.read(size)
+        spill = open(self.path, "rb", buffering=_READ_BACK)  # noqa: SIM115 (closed below)
+        elsewhere: tuple[str, Any] | None = None  # the parked file being read, open while its records follow
+        try:
+            for _, path, offset, size, _ in self.index:
+                if path == self.path:
+                    reader = spill
+                else:
+                    if elsewhere is None or elsewhere[0] != path:
+                        if elsewhere is not None:
+                            elsewhere[1].close()
+                        elsewhere = path, files.open_read(path)
+                    reader = elsewhere[1]
+                reader.seek(offset)
+                record = reader.read(size)
+                if len(record) != size:
+                    raise RuntimeError(
+                        f"{path} holds {len(record)} bytes at {offset} where a record of {size} was parked: "
+                        "the file was cut or replaced while the job ran; rerun the job"
+                    )
+                yield record
+        finally:
+            spill.close()
+            if elsewhere is not None:
+                elsewhere[1].close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +106,7 @@ class StagedShard:
     size: int
 
 
-def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tuple[Key, bytes]]) -> StagedShard:
+def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tuple[Key, bytes | Parked]]) -> StagedShard:
     """Writes `records` (in any order) in key order to a temporary file of shard `name`.
 
     Locally the file is written inside the output, so committing it is a rename; for gs:// it is written
@@ -97,9 +124,7 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
             target = os.path.join(work, name)
         write_shard_file(target, fmt, spill.ordered())
         sha256, crc32c, size = files.checksums_of(target)
-        return StagedShard(
-            work=work, target=target, lengths=spill.lengths(), sha256=sha256, crc32c=crc32c, size=size
-        )
+        return StagedShard(work=work, target=target, lengths=spill.lengths(), sha256=sha256, crc32c=crc32c, size=size)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

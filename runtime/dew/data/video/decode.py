@@ -8,15 +8,15 @@ the same reasons (REASONS) with an error naming it.
   keyframe at or before the clip's start and decodes forward from there, never from the head of the
   file, and seeks its audio again. Video.clips (the offline job, many clips of a file) decodes clips
   close together in one pass from one seek, and their audio once; its frames are clip()'s exactly, its
-  audio differs only where clip()'s own seek disturbs it (the first codec frame after an audio seek,
-  and half a sample of rounding).
+  audio clip()'s but for where the resampler's grid starts within one input sample.
 - Frames: PyAV with frame threading on (several times faster than one thread).
   Frame i of a clip shows what is on screen at start + i / frame_rate: the last frame whose
   presentation timestamp is not after that time. Picking by timestamp rather than by frame count is
   what makes a variable-frame-rate file read right, and what resamples a 30 fps file to 25 fps.
   Each picked frame is made square by dew.data.images.pixels.square, the images' own rule.
-- Audio: decoded from its own seek, mixed to mono and resampled to audio_rate by PyAV's
-  AudioResampler (libswresample), spanning the clip plus audio_padding frames either side. What the
+- Audio: decoded from its own seek a little ahead of the clip (a decoder's first frame after a seek
+  is wrong, AAC's near silent), mixed to mono and resampled to audio_rate by PyAV's AudioResampler
+  (libswresample), spanning the clip plus audio_padding frames either side. What the
   file does not cover (before its start, past its end, a missing audio stream) is silence, so every
   clip of a shape has the same number of samples.
 - Memory: the container is a context manager and no frame outlives the step that reads it; decoding
@@ -203,8 +203,8 @@ class Video:
 
         Clips close together (each starting within _JOIN_SECONDS of the last frame of the one before) share
         one pass: one seek, every frame any of them shows picked on the way forward, and their audio
-        decoded and resampled once and sliced. The audio differs from clip()'s only by the resampler's
-        edge effects, since clip() starts a fresh resampler at each clip's first sample.
+        decoded and resampled once and sliced. The audio differs from clip()'s only by where within an
+        input sample the resampler's grid begins, since clip() starts a fresh one at each clip.
         """
         starts = [self.start(shape, index) for index in sorted(set(indices))]
         last_frame = (shape.frames - 1) / shape.frame_rate
@@ -330,15 +330,21 @@ class Video:
     def _fill_audio(self, out: np.ndarray, shape: ClipShape, start: float) -> tuple[int, VideoError | None]:
         """Writes the audio from `start` on into `out`, resampled to mono at shape.audio_rate: how many
         leading samples are written, and the error that stopped it short, for the caller to raise when
-        it needs those samples."""
+        it needs those samples.
+
+        Decoding starts _AUDIO_PREROLL before `start` and what comes before it is thrown away: the first
+        frame after a seek decodes without the frame before it (AAC's MDCT overlap, Opus's pre-roll), so
+        it comes out near silent or wrong, and the file's first frame needs the encoder's priming packet,
+        which sits before time 0. The resampler warms up on the same lead-in, so the clip's first sample
+        is as good as any other."""
         rate = shape.audio_rate
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
         origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
         try:
-            for frame in self._decoded(self._audio, max(start, origin)):
+            for frame in self._decoded(self._audio, max(start, origin) - _AUDIO_PREROLL):
                 if at is None:
-                    at = round(((frame.time if frame.time is not None else max(start, origin)) - start) * rate)
+                    frame, at = self._first_audio(frame, start, rate, fallback=max(start, origin))
                 for piece in resampler.resample(frame):
                     at = _place(out, piece, at)
                 if at >= len(out):
@@ -350,11 +356,39 @@ class Video:
                 at = _place(out, piece, at)
         return len(out), None
 
+    def _first_audio(self, frame: Any, start: float, rate: int, *, fallback: float) -> tuple[Any, int]:
+        """The first decoded audio frame, cut to begin a whole number of output samples before `start`, and
+        where its first resampled sample goes in the output (negative: before `start`, thrown away).
+
+        The resampler puts its output samples 1 / rate apart from the first input sample, so beginning
+        the input on that grid puts `start` on a sample, instead of rounding it by up to half a sample
+        (a visible phase error on high tones); what is left is under half an input sample."""
+        if frame.time is None:
+            return frame, round((fallback - start) * rate)
+        ahead = math.floor((start - frame.time) * rate)  # output samples from the frame's head to `start`
+        if ahead <= 0:
+            return frame, round((frame.time - start) * rate)
+        skip = round((start - ahead / rate - frame.time) * frame.sample_rate)
+        if skip <= 0 or skip >= frame.samples:
+            return frame, round((frame.time - start) * rate)
+        samples = frame.to_ndarray()
+        cut = samples[:, skip:] if frame.format.is_planar else samples[:, skip * len(frame.layout.channels) :]
+        trimmed = self._av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(cut), format=frame.format.name, layout=frame.layout.name
+        )
+        trimmed.sample_rate = frame.sample_rate
+        return trimmed, -ahead
+
     def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
-        """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file."""
+        """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file.
+
+        Audio may seek below time 0, where encoders put their priming packet."""
         av = self._av
+        target = int(seek / stream.time_base)
+        if stream is self._video:
+            target = max(0, target)
         try:
-            self._container.seek(max(0, int(seek / stream.time_base)), stream=stream)
+            self._container.seek(target, stream=stream)
             with contextlib.closing(self._container.decode(stream)) as frames:
                 yield from frames
         except av.error.FFmpegError as error:
@@ -372,6 +406,10 @@ _MAX_ROUNDING = 1e-3
 # last clip is out, so a pass stops after a minute of clips: a few MB of samples at any rate.
 _JOIN_SECONDS = 2.0
 _GROUP_SECONDS = 60.0
+# How far before a clip's first sample its audio is decoded from: enough for the codec frames a decoder
+# needs before its output is right (AAC: one frame of 1024 samples, 23 ms at 44.1 kHz; Opus: 80 ms of
+# pre-roll) and for the resampler's filter to fill.
+_AUDIO_PREROLL = 0.1
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
