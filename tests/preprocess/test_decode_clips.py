@@ -148,6 +148,25 @@ def test_one_or_two_workers_and_a_crash_rerun_write_the_same_bytes(
 
 
 @pytest.mark.beam
+def test_a_run_left_by_another_decoder_version_is_not_resumed_into_mixed_shards(
+    videos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dew.data.video import decode
+    from dew.preprocess.commit import OutputConflictError
+
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00001-of-00002.array_record"
+    blocker.mkdir(parents=True)
+    monkeypatch.setattr(decode, "DECODER_VERSION", decode.DECODER_VERSION - 1)
+    with pytest.raises(Exception, match="train-00001-of-00002"):
+        run(crashed, "--input", str(videos), *FLAGS)  # shard 0 committed by the older decoder
+    blocker.rmdir()
+    monkeypatch.undo()
+    with pytest.raises(OutputConflictError, match=r"decoder.*--overwrite"):
+        run(crashed, "--input", str(videos), *FLAGS)
+
+
+@pytest.mark.beam
 def test_voxceleb_tree_and_a_list_per_video_jpeg_int16_dropping_silent_videos(videos: Path, tmp_path: Path) -> None:
     vox = tmp_path / "vox" / "dev" / "id0001" / "abc"
     vox.mkdir(parents=True)

@@ -120,6 +120,7 @@ class ClipsPlan:
             **dataclasses.asdict(self.sources),
             **{k: getattr(self, k) for k in ("every", "per_video", "quality", "no_audio", "shard_bytes", "num_shards")},
             "format": self.ext,
+            "decoder": decode.DECODER_VERSION,
         }
         return json.loads(json.dumps(config))
 

@@ -86,7 +86,7 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
         what = (
             f"a committed corpus with another config or inputs ({_difference(meta, identity)})"
             if meta is not None
-            else "files of an unfinished run with another config or inputs"
+            else f"files of an unfinished run with another config or inputs ({_difference(marker, identity)})"
             if marker is not None
             else f"files this job did not write ({', '.join(present[:3])})"
         )
@@ -117,10 +117,11 @@ def _release(output: str) -> None:
     files.delete_tree(files.join(output, files.TEMP_DIR))
 
 
-def _difference(meta: Mapping[str, Any], identity: JobIdentity) -> str:
-    old = meta.get("config") or {}
+def _difference(recorded: Mapping[str, Any], identity: JobIdentity) -> str:
+    """Which config keys (and whether the inputs) of a committed meta.json or a run's claim differ from ours."""
+    old = recorded.get("config") or {}
     changed = sorted(k for k in set(old) | set(identity.config) if old.get(k) != identity.config.get(k))
-    if meta.get("inputs") != identity.inputs:
+    if recorded.get("inputs") != identity.inputs:
         changed.append("inputs")
     return "differs in " + ", ".join(changed) if changed else "unknown difference"
 

@@ -38,6 +38,11 @@ from dew.data import remote
 from dew.data.extras import require
 from dew.data.images import pixels
 
+# Bumped whenever a change here changes a byte of what a clip decodes to (version 2: audio decoded from
+# a pre-roll before the clip, its resampler grid started on the clip's first sample). The clips job
+# records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
+DECODER_VERSION = 2
+
 # Why a file is refused; the offline job counts its drops under these names.
 EMPTY = "empty"
 CORRUPT = "corrupt"
