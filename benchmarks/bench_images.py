@@ -57,11 +57,16 @@ def cv2_reduced(data: bytes) -> np.ndarray:
     return centre(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
 
 
-def rate(label: str, fn, images: int) -> float:
+def rate(label: str, fn, images: int, repeats: int = 3) -> float:
+    """images/s of the fastest of `repeats` passes after a warm-up: the cores are shared, and a pass
+    slowed by another process measures that process, not this path."""
     fn()  # warm up
-    start = time.perf_counter()
-    fn()
-    per_s = images / (time.perf_counter() - start)
+    fastest = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        fastest = min(fastest, time.perf_counter() - start)
+    per_s = images / fastest
     print(f"{label:<56} {per_s:8.1f} images/s")
     return per_s
 
