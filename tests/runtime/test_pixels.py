@@ -113,8 +113,11 @@ def _jpegs() -> dict[str, bytes]:
     """JPEGs as Pillow and OpenCV write them: chroma layouts, progressive, greyscale, odd sides."""
     photo = data.astronaut()  # 512 × 512
     cv2 = pytest.importorskip("cv2")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° to display": neither decoder turns the pixels
     return {
         "4:2:0": encoded(photo, "JPEG", quality=90),
+        "exif orientation": encoded(photo, "JPEG", quality=90, exif=exif.tobytes()),
         "4:4:4": encoded(photo, "JPEG", quality=90, subsampling=0),
         "4:2:2": encoded(photo, "JPEG", quality=90, subsampling=1),
         "progressive": encoded(photo, "JPEG", quality=90, progressive=True),
