@@ -57,11 +57,16 @@ def cv2_reduced(data: bytes) -> np.ndarray:
     return centre(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
 
 
-def rate(label: str, fn, images: int) -> float:
+def rate(label: str, fn, images: int, repeats: int = 3) -> float:
+    """images/s of the fastest of `repeats` passes after a warm-up: the cores are shared, and a pass
+    slowed by another process measures that process, not this path."""
     fn()  # warm up
-    start = time.perf_counter()
-    fn()
-    per_s = images / (time.perf_counter() - start)
+    fastest = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        fastest = min(fastest, time.perf_counter() - start)
+    per_s = images / fastest
     print(f"{label:<56} {per_s:8.1f} images/s")
     return per_s
 
@@ -89,12 +94,14 @@ def main() -> None:
     best = max(plain, key=plain.get)
     print(f"baseline: plain single-core loop, {best}, over the same bytes in memory")
 
-    def per_record() -> None:  # Grain's documented way: a source, a per-record map, grain's batch
+    def full_size(image: bytes) -> np.ndarray:
+        pixels = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR)
+        return centre(cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB))
+
+    def per_record(image_of=full_size) -> None:  # Grain's documented way: a source, a per-record map, grain's batch
         def decode(record: bytes) -> dict:
             fields = unpack_dict_of_byte_arrays(record)
-            pixels = cv2.cvtColor(cv2.imdecode(np.frombuffer(fields["image"], np.uint8), cv2.IMREAD_COLOR),
-                                  cv2.COLOR_BGR2RGB)  # fmt: skip
-            return {"image": centre(pixels), "caption": fields["caption"].decode()}
+            return {"image": image_of(fields["image"]), "caption": fields["caption"].decode()}
 
         source = grain.sources.ArrayRecordDataSource(files)
         ds = grain.MapDataset.source(source).shuffle(seed=0).map(decode).batch(BATCH)
@@ -103,6 +110,8 @@ def main() -> None:
             next(it)
 
     grain_rate = rate("grain ArrayRecordDataSource, one record a map, 1 thread", per_record, steps * BATCH)
+    # What bounds the ratio to grain: its own cost a record (read, unpack, batch) with the decode left out.
+    grain_bare = rate("  the same, its map decoding nothing", lambda: per_record(lambda image: image), steps * BATCH)
 
     spec = ArrayRecordImages(directory, image_size=SIZE, val_batches=0, loading=Loading(workers=0, threads=1))
     stream = spec.load(batch=BATCH).train(DataPartition())
@@ -114,10 +123,12 @@ def main() -> None:
     ours_rate = rate("ArrayRecordImages, workers=0, 1 thread", ours, steps * BATCH)
     stream.close()
     print(f"ArrayRecordImages / plain loop          {ours_rate / plain[best]:5.2f}x  (goal >= 0.9x)")
-    # dew decodes with Pillow (dew.data.images.pixels says why), so this is the cost of the loader alone.
-    same = plain["PIL draft + cv2 INTER_AREA"]
-    print(f"ArrayRecordImages / the same decoder    {ours_rate / same:5.2f}x  (plain loop, PIL draft)")
     print(f"ArrayRecordImages / per-record grain    {ours_rate / grain_rate:5.2f}x  (goal >= 3x)")
+    # A loader costing nothing beside the best plain loop, against grain decoding every image at full size,
+    # both on one thread: the most any reader of these pixels can reach over that pipeline.
+    ceiling = plain[best] / grain_rate
+    print(f"  its ceiling: plain loop / grain        {ceiling:5.2f}x  (decoding is all but "
+          f"{1000 / grain_bare:.2f} of grain's {1000 / grain_rate:.2f} ms an image)")  # fmt: skip
 
 
 if __name__ == "__main__":

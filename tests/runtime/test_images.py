@@ -46,6 +46,31 @@ def test_a_committed_directory_reads_as_square_rgb_with_captions_and_extras(comm
     assert seen == sorted(f"key-{i}".encode() for i in range(16))  # one epoch: every record once
 
 
+def test_only_jpegs_of_checksum_verified_shards_take_the_opencv_path(committed, tmp_path, monkeypatch) -> None:
+    taken: list[tuple[bool, bool]] = []  # (a JPEG, decoded by OpenCV) for every image offered to the fast path
+    whole_jpeg = pixels.decode_whole_jpeg
+
+    def spied(data: bytes, **options) -> np.ndarray | None:
+        decoded = whole_jpeg(data, **options)
+        taken.append((data.startswith(b"\xff\xd8"), decoded is not None))
+        return decoded
+
+    monkeypatch.setattr(pixels, "decode_whole_jpeg", spied)
+    fast, _ = read_global(spec(committed, val_batches=0).load(batch=8).train, 1, 2)
+    assert len(taken) >= 16 and all(jpeg == opencv for jpeg, opencv in taken)  # PNG and WebP went on to Pillow
+    assert any(opencv for _, opencv in taken)
+    taken.clear()
+    monkeypatch.setenv("DEW_VERIFY", "0")  # nothing checks the shards, so nothing says their bytes are whole
+    slow, _ = read_global(spec(committed, val_batches=0).load(batch=8).train, 1, 2)
+    assert taken == []
+    for a, b in zip(fast, slow, strict=True):
+        np.testing.assert_array_equal(a["image"], b["image"])
+    monkeypatch.delenv("DEW_VERIFY")
+    support.write_raw_set(str(tmp_path / "raw"), [support.records(8)])  # no checksum: Pillow reads it all
+    read_global(spec(str(tmp_path / "raw"), val_batches=0).load(batch=8).train, 1, 1)
+    assert taken == []
+
+
 def test_validation_holds_out_whole_batches_and_a_val_split_is_read_instead(committed, tmp_path) -> None:
     data = spec(committed, val_batches=1).load(batch=4)
     assert data.records == 12

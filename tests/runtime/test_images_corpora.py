@@ -117,7 +117,28 @@ def test_oxford_flowers_refuses_records_without_a_class(tmp_path) -> None:
     data = OxfordFlowers(path=str(tmp_path / "bad"), val_batches=0, loading=FAST).load(batch=4)
     with pytest.raises(ValueError, match="record 0: label 0 is not an Oxford Flowers class number"):
         read_global(data.train, 1, 1)
-    with pytest.raises(ValueError, match="path is unset"):
-        OxfordFlowers(image_size=128).load(batch=32)
     with pytest.raises(ValueError, match="caption_template"):
         OxfordFlowers(caption_template="a {kind}")
+
+
+def test_oxford_flowers_reads_its_default_directory_or_says_how_to_prepare_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_DATA_DIR", str(tmp_path))
+    expected = str(tmp_path / "oxford_flowers102")
+    with pytest.raises(FileNotFoundError) as missing:
+        OxfordFlowers(image_size=128).load(batch=32)
+    message = str(missing.value)
+    assert f"no prepared Oxford Flowers 102 at {expected} (path is unset: $DEW_DATA_DIR/oxford_flowers102" in message
+    assert f"dew-preprocess images --input <the ImageFolder copy> --output {expected}\n" in message
+    with pytest.raises(FileNotFoundError, match=f"no prepared Oxford Flowers 102 at {tmp_path}/elsewhere: "):
+        OxfordFlowers(path=str(tmp_path / "elsewhere")).load(batch=2)
+
+    rows = support.records(6, label=[b"1", b"2", b"3", b"4", b"5", b"6"])
+    support.write_committed(expected, {"train": [rows]})
+    spec = OxfordFlowers(image_size=24, val_batches=0, loading=FAST)
+    assert spec.path is None and datasets.from_config(json.loads(json.dumps(spec.to_config()))) == spec
+    (batch,), _ = read_global(spec.load(batch=2).train, 1, 1)
+    assert batch["image"].shape == (2, 24, 24, 3) and all(c.startswith("a photo of a ") for c in batch["caption"])
+    monkeypatch.delenv("DEW_DATA_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(FileNotFoundError, match=f"at {tmp_path}/home/dew_datasets/oxford_flowers102 "):
+        OxfordFlowers().load(batch=2)

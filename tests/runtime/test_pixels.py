@@ -55,7 +55,7 @@ def test_every_mode_becomes_rgb() -> None:
     cmyk = io.BytesIO()
     Image.fromarray(data.coffee()).convert("CMYK").save(cmyk, format="JPEG", quality=95)
     assert np.abs(pixels.decode(cmyk.getvalue()).astype(int) - data.coffee()).mean() < 8
-    deep = (grey.astype(np.uint16) * 257)
+    deep = grey.astype(np.uint16) * 257
     sixteen = io.BytesIO()
     Image.fromarray(deep).save(sixteen, format="PNG")
     np.testing.assert_array_equal(pixels.decode(sixteen.getvalue())[..., 0], grey)
@@ -107,3 +107,56 @@ def test_encoding_round_trips_and_is_deterministic(encoding) -> None:
     assert back.shape == photo.shape
     if encoding == "png":
         np.testing.assert_array_equal(back, photo)
+
+
+def _jpegs() -> dict[str, bytes]:
+    """JPEGs as Pillow and OpenCV write them: chroma layouts, progressive, greyscale, odd sides."""
+    photo = data.astronaut()  # 512 × 512
+    cv2 = pytest.importorskip("cv2")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° to display": neither decoder turns the pixels
+    return {
+        "4:2:0": encoded(photo, "JPEG", quality=90),
+        "exif orientation": encoded(photo, "JPEG", quality=90, exif=exif.tobytes()),
+        "4:4:4": encoded(photo, "JPEG", quality=90, subsampling=0),
+        "4:2:2": encoded(photo, "JPEG", quality=90, subsampling=1),
+        "progressive": encoded(photo, "JPEG", quality=90, progressive=True),
+        "grey": encoded(data.camera(), "JPEG", quality=90),
+        "odd sides": encoded(data.chelsea()[:299, :451], "JPEG", quality=90),
+        "opencv": cv2.imencode(".jpg", photo[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes(),
+    }
+
+
+@pytest.mark.parametrize("size", [40, 64, 100, 256, 600])
+def test_a_whole_jpeg_decodes_under_opencv_to_exactly_what_pillow_draft_gives(size) -> None:
+    for name, raw in _jpegs().items():
+        fast = pixels.decode_whole_jpeg(raw, size=size)
+        assert fast is not None, name
+        np.testing.assert_array_equal(fast, pixels.decode(raw, size=size), err_msg=name)
+        assert min(fast.shape[:2]) >= min(size, *pixels.image_size(raw)), name
+
+
+def test_draft_scale_keeps_both_sides_covering_the_size() -> None:
+    assert pixels.draft_scale(1024, 768, 256) == 2
+    assert pixels.draft_scale(2048, 2048, 256) == 8
+    assert pixels.draft_scale(4096, 1100, 256) == 4
+    assert pixels.draft_scale(200, 300, 256) == 1
+
+
+def test_only_whole_jpegs_take_the_opencv_path() -> None:
+    jpeg = _jpegs()["4:2:0"]
+    assert pixels.decode_whole_jpeg(jpeg + b"\0" * 100, size=64) is not None  # zero padding after the end marker
+    for cut in (len(jpeg) // 2, len(jpeg) - 1, 300, 2, 0):
+        assert pixels.decode_whole_jpeg(jpeg[:cut], size=64) is None, cut
+    assert pixels.decode_whole_jpeg(jpeg + b"trailing junk", size=64) is None
+    assert pixels.decode_whole_jpeg(encoded(data.astronaut(), "PNG"), size=64) is None
+    cmyk = io.BytesIO()
+    Image.fromarray(data.coffee()).convert("CMYK").save(cmyk, format="JPEG")
+    assert pixels.decode_whole_jpeg(cmyk.getvalue(), size=64) is None  # four components: Pillow's conversion
+    # A cut scan with an end marker put back reads as whole, and both decoders fill it in alike (grey):
+    # only a checksum can tell such bytes from their writer's, which is why the readers ask for one.
+    forged = jpeg[: len(jpeg) // 2] + b"\xff\xd9"
+    np.testing.assert_array_equal(pixels.decode_whole_jpeg(forged, size=64), pixels.decode(forged, size=64))
+    with pytest.raises(ImageRejected) as error:
+        pixels.decode_whole_jpeg(jpeg, size=64, rules=ImageRules(max_pixels=512 * 511))
+    assert error.value.reason == pixels.TOO_MANY_PIXELS

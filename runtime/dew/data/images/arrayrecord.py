@@ -31,26 +31,31 @@ class ArrayRecordImages(ImageDataset):
     split: str = "train"
 
     def open(self, batch: int) -> Opened:
-        if self.path is None:
-            raise ValueError(f"{type(self).__name__}.path is unset: name a committed images directory or a shard root")
+        path = self.root()
         if self.shards:
-            return self.opened(self.raw_sets(self.path, self.shards), batch)
-        if formats.exists(os.path.join(self.path, formats.META)):
-            records, section = shards.committed(self.path, self.split)
-            meta = formats.read_meta(self.path, kind="images")
+            return self.opened(self.raw_sets(path, self.shards), batch, where=path)
+        if formats.exists(os.path.join(path, formats.META)):
+            records, section = shards.committed(path, self.split)
+            meta = formats.read_meta(path, kind="images")
             held = next((s for s in _VALIDATION_SPLITS if s in meta.splits and s != self.split), None)
             if held is not None:
-                val = shards.committed(self.path, held)[0]
+                val = shards.committed(path, held)[0]
                 return Opened(train=records, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
-            train, val = self.held_out(records, batch, where=self.path)
+            train, val = self.held_out(records, batch, where=path)
             return Opened(train=train, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
-        return self.opened(shards.raw(self.path, shards.raw_files(self.path)), batch)
+        return self.opened(shards.raw(path, shards.raw_files(path)), batch, where=path)
+
+    def root(self) -> str:
+        """The directory this spec reads: path, which it must be given."""
+        if self.path is None:
+            raise ValueError(f"{type(self).__name__}.path is unset: name a committed images directory or a shard root")
+        return self.path
 
     def raw_sets(self, root: str, names: tuple[str, ...]) -> shards.ImageRecords:
         """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
         files = [f for name in names for f in shards.raw_files(os.path.join(root, name))]
         return shards.raw(root, files)
 
-    def opened(self, records: shards.ImageRecords, batch: int) -> Opened:
-        train, val = self.held_out(records, batch, where=self.path or "")
+    def opened(self, records: shards.ImageRecords, batch: int, *, where: str) -> Opened:
+        train, val = self.held_out(records, batch, where=where)
         return Opened(train=train, val=val, captioned=records.captioned)

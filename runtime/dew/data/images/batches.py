@@ -22,6 +22,9 @@ from dew.data.spec import Tokenize
 # Where each record of a batch came from ("<file> record <i>"), named in the error a bad image raises.
 # A source adds it beside the fields and ImageOrder removes it, so no batch a model sees carries it.
 WHERE = "__where__"
+# Which records of a batch come from a committed shard whose checksum was verified when it was opened:
+# their JPEGs may take pixels.decode_whole_jpeg. Added and removed like WHERE.
+VERIFIED = "__verified__"
 TEXT_FIELDS = ("input_ids", "attention_mask")
 
 
@@ -65,13 +68,21 @@ class Pixels:
         return self.flip or self.random_crop
 
     def __call__(
-        self, images: Sequence[bytes], where: Sequence[str], keys: Sequence[int] | None = None, seed: int = 0
+        self,
+        images: Sequence[bytes],
+        where: Sequence[str],
+        keys: Sequence[int] | None = None,
+        seed: int = 0,
+        verified: Sequence[bool] | None = None,
     ) -> np.ndarray:
+        """`verified` marks the records read from checksum-verified committed shards (see VERIFIED)."""
         size = self.image_size
         out = np.empty((len(images), size, size, 3), dtype=np.uint8)
         for row, data in enumerate(images):
             try:
-                decoded = pixels.decode(bytes(data), size=self.scaled)
+                decoded = pixels.decode_whole_jpeg(data, size=self.scaled) if verified and verified[row] else None
+                if decoded is None:
+                    decoded = pixels.decode(bytes(data), size=self.scaled)
             except pixels.ImageRejected as error:
                 raise ValueError(
                     f"{where[row]}: the image cannot be decoded ({error}); rewrite the shards with the images job, "
@@ -122,8 +133,10 @@ class ImageOrder(DecodedOrder):
         ks = np.asarray(ks, dtype=np.int64)
         batch = dict(self.inner.read(ks))
         where = batch.pop(WHERE, None) or [f"global record {k}" for k in ks.tolist()]
+        verified = batch.pop(VERIFIED, None)
         images = batch.pop("image")
-        out: dict[str, Any] = {"image": self.pixels(images, where, ks if self.augment else None, self.seed)}
+        keys = ks if self.augment else None
+        out: dict[str, Any] = {"image": self.pixels(images, where, keys, self.seed, verified)}
         text = self.captions.text(batch)
         for name in TEXT_FIELDS if self.captions.stored else ():
             batch.pop(name)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
 
+from dew.data import formats
 from dew.data.images.arrayrecord import ArrayRecordImages
 from dew.data.images.base import Opened
 from dew.data.records import BatchRecords, describe_source, read_batch
@@ -117,6 +119,17 @@ FLOWER_NAMES = (
     "trumpet creeper",
     "blackberry lily",
 )
+# Where prepared datasets live when a spec is given no path: $DEW_DATA_DIR, else ~/dew_datasets (as TFDS
+# keeps ~/tensorflow_datasets). Not under the dew cache ($DEW_CACHE_DIR), whose budget evicts files.
+DATA_DIR_ENV = "DEW_DATA_DIR"
+FLOWERS_DIRECTORY = "oxford_flowers102"
+
+
+def data_dir() -> str:
+    """The directory prepared datasets are looked for in: $DEW_DATA_DIR, or ~/dew_datasets."""
+    return os.path.expanduser(os.environ.get(DATA_DIR_ENV) or os.path.join("~", "dew_datasets"))
+
+
 _BY_NAME = {name: name for name in FLOWER_NAMES} | {name.replace(" ", "_"): name for name in FLOWER_NAMES}
 
 
@@ -164,7 +177,8 @@ class OxfordFlowers(ArrayRecordImages):
     what the images job writes over an ImageFolder copy of the dataset, one folder a class, named by
     class number (1..102) or by class name. The caption is caption_template with {name} the class
     name, so the 8189 photographs become 102 captions a text encoder can tell apart. path is that
-    directory; the dataset's own captions, if a copy carries any, are replaced.
+    directory, by default $DEW_DATA_DIR/oxford_flowers102 (DEW_DATA_DIR defaults to ~/dew_datasets);
+    the dataset's own captions, if a copy carries any, are replaced.
     """
 
     caption_template: str = "a photo of a {name}, a type of flower"
@@ -176,16 +190,25 @@ class OxfordFlowers(ArrayRecordImages):
         except (KeyError, IndexError, ValueError) as error:
             raise ValueError(f"OxfordFlowers.caption_template takes only {{name}}: {error}") from None
 
-    def open(self, batch: int) -> Opened:
-        if self.path is None:
-            raise ValueError(
-                "OxfordFlowers.path is unset: run the images job over an ImageFolder copy of Oxford Flowers 102 "
-                "(one folder a class) with the folder name kept as the `label` field, and name its output"
+    def root(self) -> str:
+        """path, or the default directory; either must hold a committed images directory."""
+        path = self.path or os.path.join(data_dir(), FLOWERS_DIRECTORY)
+        if not formats.exists(os.path.join(path, formats.META)):
+            default = f" (path is unset: ${DATA_DIR_ENV}/{FLOWERS_DIRECTORY}, ~/dew_datasets by default)"
+            looked = "" if self.path else default
+            raise FileNotFoundError(
+                f"no prepared Oxford Flowers 102 at {path}{looked}: it holds no committed {formats.META}. Prepare it "
+                "from an ImageFolder copy of the dataset (one folder a class, named 1..102 or by class name) with\n"
+                f"    dew-preprocess images --input <the ImageFolder copy> --output {path}\n"
+                "or give OxfordFlowers(path=...) a directory that job wrote"
             )
+        return path
+
+    def open(self, batch: int) -> Opened:
         opened = super().open(batch)
         for source in (opened.train, opened.val):
             if source is not None and "label" not in _extras(source):
-                raise ValueError(f"{self.path}: its records carry no `label` field, so no class names caption them")
+                raise ValueError(f"{self.root()}: its records carry no `label` field, so no class names caption them")
         return Opened(
             train=self.captioned(opened.train),
             val=None if opened.val is None else self.captioned(opened.val),

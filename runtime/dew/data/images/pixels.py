@@ -8,6 +8,10 @@ readers), so an image is dropped for the same reasons and resized the same way w
   is a decompression bomb, or whose sides already fail the rules, is dropped before any pixel is decoded.
   Given the size a caller will resize to, a JPEG is decoded at the smallest DCT scale that still covers
   it (Pillow's draft mode), which makes a large photograph several times cheaper to read.
+- decode_whole_jpeg: OpenCV, for bytes a caller knows were written whole (a committed shard verified
+  against its checksum) and that end with the JPEG's end-of-image marker. It gives the pixels Pillow
+  gives, at the same DCT scale (both are libjpeg-turbo: the same IDCT and upsampling), straight in RGB,
+  about 10% sooner; anything it is not sure of is left to `decode`.
 - to RGB: grey, palette, CMYK and 16-bit images are converted (16-bit scaled to 8, not clipped); alpha is
   composited onto white, since transparent pixels hold arbitrary colours a model must not learn.
 - resize: OpenCV, INTER_AREA to shrink and INTER_LANCZOS4 to enlarge (img2dataset's choice); the shorter
@@ -113,6 +117,81 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     except (SyntaxError, ValueError, EOFError) as error:
         raise ImageRejected(UNDECODABLE, str(error)) from None
     pixels = _rgb(image)
+    rules.check_pixels(pixels)
+    return pixels
+
+
+# Start-of-frame markers of the JPEGs both decoders read alike: baseline, extended and progressive Huffman.
+_SOF = (0xC0, 0xC1, 0xC2)
+# Markers that stand alone, with no length after them: TEM and the restart markers.
+_STANDALONE = (0x01, *range(0xD0, 0xD8))
+# How far back from the end the end-of-image marker is looked for, past zero padding.
+_TAIL = 1024
+
+
+def _whole_jpeg_sides(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of an 8-bit, one- or three-component JPEG that ends with its end-of-image marker
+    (zero padding after it allowed), from the header; None for anything else.
+
+    The marker cannot end a cut-off scan, since a 0xFF in entropy-coded data is always followed by 0x00
+    or a restart marker; a cut inside the header leaves a segment running past the end, which is None too.
+    Multi-picture files (an APP2 "MPF" segment) are None: Pillow reads them as MPO, without draft mode.
+    """
+    if data[:2] != b"\xff\xd8" or not data[-_TAIL:].rstrip(b"\x00").endswith(b"\xff\xd9"):
+        return None
+    at, size = 2, len(data)
+    while at + 4 <= size:
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte before a marker
+            at += 1
+            continue
+        if marker in _STANDALONE:
+            at += 2
+            continue
+        length = (data[at + 2] << 8) | data[at + 3]
+        if marker in _SOF:
+            if at + 10 > size or data[at + 4] != 8 or data[at + 9] not in (1, 3):
+                return None
+            height, width = (data[at + 5] << 8) | data[at + 6], (data[at + 7] << 8) | data[at + 8]
+            return (width, height) if width and height else None
+        if (0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC)) or marker in (0xD9, 0xDA):
+            return None  # another kind of frame, or a scan or the end before any frame
+        if marker == 0xE2 and data[at + 4 : at + 8] == b"MPF\x00":
+            return None
+        at += 2 + length
+    return None
+
+
+def draft_scale(width: int, height: int, size: int) -> int:
+    """The DCT scale (1, 2, 4 or 8) a JPEG is decoded at for scaling to `size`: the largest that keeps
+    both sides at least `size`, as Pillow's draft mode chooses it. Sides become ceil(side / scale)."""
+    ratio = min(width // size, height // size)
+    return next(scale for scale in (8, 4, 2, 1) if ratio >= scale or scale == 1)
+
+
+def decode_whole_jpeg(data: bytes, *, size: int, rules: ImageRules = NO_RULES) -> np.ndarray | None:
+    """The JPEG in `data` as uint8 RGB, decoded by OpenCV at the DCT scale `decode` uses for `size`, or
+    None when `data` is not a JPEG this path is sure of: the caller then decodes it with `decode`.
+
+    Only for bytes known to hold what their writer wrote whole, such as a committed shard verified
+    against its checksum: OpenCV fills in what a damaged scan lacks instead of refusing it. The pixels
+    are those `decode` gives (EXIF orientation is ignored by both), and the rules apply alike.
+    """
+    sides = _whole_jpeg_sides(data)
+    if sides is None:
+        return None
+    rules.check_sides(*sides)
+    cv2 = require("cv2", for_what="decoding images")
+    scale = draft_scale(*sides, size)
+    reduced = {1: 0, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
+    # The REDUCED flags carry IMREAD_COLOR (BGR); RGB is asked for instead, which costs no conversion.
+    flags = (reduced[scale] & ~cv2.IMREAD_COLOR) | cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
+    pixels = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
+    width, height = (-(-side // scale) for side in sides)
+    if pixels is None or pixels.shape != (height, width, 3):
+        return None  # not what the header promised: `decode` says why
     rules.check_pixels(pixels)
     return pixels
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, remote
+from dew.data import formats, integrity, remote
 from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.formats import Shard
-from dew.data.images.batches import TEXT_FIELDS, WHERE
+from dew.data.images.batches import TEXT_FIELDS, VERIFIED, WHERE
 from dew.data.records import BatchRecords
 from dew.data.sections import ImagesSection
 
@@ -73,9 +73,11 @@ class ImageRecords(BatchRecords):
         self.directory, self.shards = directory, None if shards is None else tuple(shards)
         self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
         self._readers: dict[int, Any] = {}
+        self._verified: dict[int, bool] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_readers": {}}  # readers reopen in the worker that unpickles this
+        # Readers reopen, and shards are checked again, in the worker that unpickles this.
+        return {**self.__dict__, "_readers": {}, "_verified": {}}
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -95,6 +97,8 @@ class ImageRecords(BatchRecords):
             path = self.files[file]
             if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
                 path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
+            # Only bytes checked against the checksum their writer recorded are known to be whole.
+            self._verified[file] = self.shards is not None and integrity.enabled()
             try:
                 reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
@@ -131,8 +135,11 @@ class ImageRecords(BatchRecords):
             rows = np.flatnonzero(file_of == file)
             for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
                 raw[row] = record
-        where = [f"{self.files[f]} record {i}" for f, i in zip(file_of.tolist(), local.tolist(), strict=True)]
-        return self._fields([unpack_dict_of_byte_arrays(r, w) for r, w in zip(raw, where, strict=True)], where)
+        files = file_of.tolist()
+        where = [f"{self.files[f]} record {i}" for f, i in zip(files, local.tolist(), strict=True)]
+        batch = self._fields([unpack_dict_of_byte_arrays(r, w) for r, w in zip(raw, where, strict=True)], where)
+        batch[VERIFIED] = [self._verified[f] for f in files]
+        return batch
 
     def _fields(self, records: list[dict[str, bytes]], where: list[str]) -> dict[str, Any]:
         fields = self.fields
