@@ -15,8 +15,11 @@ the same reasons (REASONS) with an error naming it.
   what makes a variable-frame-rate file read right, and what resamples a 30 fps file to 25 fps.
   Each picked frame is made square by dew.data.images.pixels.square, the images' own rule.
 - Audio: decoded from its own seek a little ahead of the clip (a decoder's first frame after a seek
-  is wrong, AAC's near silent), mixed to mono and resampled to audio_rate by PyAV's AudioResampler
-  (libswresample), spanning the clip plus audio_padding frames either side. What the
+  is wrong, AAC's near silent; Opus takes longer to settle), mixed to mono and resampled to audio_rate
+  by PyAV's AudioResampler (libswresample), spanning the clip plus audio_padding frames either side.
+  Its first frame is placed where the stream decoded from its head puts it: by its timestamp where
+  that is exact to a sample (MP4), and on the codec's fixed frame grid where the container rounds
+  timestamps to the millisecond (Matroska, WebM). What the
   file does not cover (before its start, past its end, a missing audio stream) is silence, so every
   clip of a shape has the same number of samples.
 - Memory: the container is a context manager and no frame outlives the step that reads it; decoding
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -39,9 +43,11 @@ from dew.data.extras import require
 from dew.data.images import pixels
 
 # Bumped whenever a change here changes a byte of what a clip decodes to (version 2: audio decoded from
-# a pre-roll before the clip, its resampler grid started on the clip's first sample). The clips job
+# a pre-roll before the clip, its resampler grid started on the clip's first sample; version 3: Matroska
+# and WebM audio placed on its frames' sample grid rather than by millisecond timestamps, Opus decoded
+# from a longer pre-roll, priming samples dropped; MP4 clips are as in version 2). The clips job
 # records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
-DECODER_VERSION = 2
+DECODER_VERSION = 3
 
 # Why a file is refused; the offline job counts its drops under these names.
 EMPTY = "empty"
@@ -138,6 +144,8 @@ class Video:
             self._audio = audio[0] if audio else None
             self.origin = _seconds(self._video.start_time, self._video.time_base) or 0.0
             self.end = self.origin + self._duration()
+            self._grid: _AudioGrid | None = None  # the audio's frame grid, once read
+            self._grid_read = False
         except BaseException:
             self._container.close()
             raise
@@ -337,19 +345,24 @@ class Video:
         leading samples are written, and the error that stopped it short, for the caller to raise when
         it needs those samples.
 
-        Decoding starts _AUDIO_PREROLL before `start` and what comes before it is thrown away: the first
-        frame after a seek decodes without the frame before it (AAC's MDCT overlap, Opus's pre-roll), so
-        it comes out near silent or wrong, and the file's first frame needs the encoder's priming packet,
-        which sits before time 0. The resampler warms up on the same lead-in, so the clip's first sample
-        is as good as any other."""
+        Decoding starts _AUDIO_PREROLL (Opus: _OPUS_PREROLL) before `start` and what comes before it is
+        thrown away: the first frame after a seek decodes without the frame before it (AAC's MDCT overlap,
+        Opus's pre-roll), so it comes out near silent or wrong, and the file's first frame needs the
+        encoder's priming packet, which sits before time 0. The resampler warms up on the same lead-in, so
+        the clip's first sample is as good as any other."""
         rate = shape.audio_rate
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
         origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
+        preroll = _OPUS_PREROLL if self._audio.codec_context.name in _OPUS else _AUDIO_PREROLL
         try:
-            for frame in self._decoded(self._audio, max(start, origin) - _AUDIO_PREROLL):
+            grid = self._audio_grid(origin)  # before the seek below: it reads the stream's head
+            for frame in self._decoded(self._audio, max(start, origin) - preroll):
                 if at is None:
-                    frame, at = self._first_audio(frame, start, rate, fallback=max(start, origin))
+                    first = self._first_audio(frame, start, rate, grid=grid, fallback=max(start, origin))
+                    if first is None:
+                        continue
+                    frame, at = first
                 for piece in resampler.resample(frame):
                     at = _place(out, piece, at)
                 if at >= len(out):
@@ -361,28 +374,72 @@ class Video:
                 at = _place(out, piece, at)
         return len(out), None
 
-    def _first_audio(self, frame: Any, start: float, rate: int, *, fallback: float) -> tuple[Any, int]:
+    def _first_audio(
+        self, frame: Any, start: float, rate: int, *, grid: _AudioGrid | None, fallback: float
+    ) -> tuple[Any, int] | None:
         """The first decoded audio frame, cut to begin a whole number of output samples before `start`, and
-        where its first resampled sample goes in the output (negative: before `start`, thrown away).
+        where its first resampled sample goes in the output (negative: before `start`, thrown away); None
+        for a frame the stream decoded from its head does not hold, to be passed over.
 
         The resampler puts its output samples 1 / rate apart from the first input sample, so beginning
         the input on that grid puts `start` on a sample, instead of rounding it by up to half a sample
-        (a visible phase error on high tones); what is left is under half an input sample."""
+        (a visible phase error on high tones); what is left is under half an input sample. The frame's
+        time is its timestamp, or where `grid` puts it when the timestamp is rounded (Matroska)."""
         if frame.time is None:
             return frame, round((fallback - start) * rate)
-        ahead = math.floor((start - frame.time) * rate)  # output samples from the frame's head to `start`
+        time = float(frame.time)
+        if grid is not None:
+            time = grid.place(frame)
+            # A seek that lands on a Matroska stream's head, but not before it, as a second seek there does,
+            # decodes the encoder's priming samples (AAC's whole first frame, Opus's 312-sample pre-skip),
+            # which a decode from the head drops: dropped here too.
+            if time < grid.first - grid.slack:
+                head = round((grid.first - time) * frame.sample_rate)
+                if head >= frame.samples:
+                    return None
+                frame, time = self._cut(frame, head), grid.first
+        ahead = math.floor((start - time) * rate)  # output samples from the frame's head to `start`
         if ahead <= 0:
-            return frame, round((frame.time - start) * rate)
-        skip = round((start - ahead / rate - frame.time) * frame.sample_rate)
+            return frame, round((time - start) * rate)
+        skip = round((start - ahead / rate - time) * frame.sample_rate)
         if skip <= 0 or skip >= frame.samples:
-            return frame, round((frame.time - start) * rate)
+            return frame, round((time - start) * rate)
+        return self._cut(frame, skip), -ahead
+
+    def _cut(self, frame: Any, skip: int) -> Any:
+        """An audio frame less its first `skip` samples."""
         samples = frame.to_ndarray()
         cut = samples[:, skip:] if frame.format.is_planar else samples[:, skip * len(frame.layout.channels) :]
         trimmed = self._av.AudioFrame.from_ndarray(
             np.ascontiguousarray(cut), format=frame.format.name, layout=frame.layout.name
         )
         trimmed.sample_rate = frame.sample_rate
-        return trimmed, -ahead
+        return trimmed
+
+    def _audio_grid(self, origin: float) -> _AudioGrid | None:
+        """Where the audio's frames start, read once from the stream's head, when its timestamps are too
+        coarse to say to the sample (None when they are fine enough, or the frames are not all one size).
+
+        Matroska and WebM store times in whole milliseconds, so a frame's timestamp is up to half a
+        millisecond off where the file's samples put it (Opus's 6.5 ms pre-skip puts every packet after
+        the first exactly half a millisecond off), and an audio clip placed by its first frame's timestamp
+        was shifted by as much: 0.7 on a 0.5-amplitude 440 Hz tone. A fixed-size codec (AAC, Opus, MP3)
+        puts frame k at the head frame's time plus the samples before it, so the decoded stream from its
+        head is the reference: its first frame, then frames of one size."""
+        if not self._grid_read:
+            self._grid_read = True
+            stream = self._audio
+            rate = stream.codec_context.sample_rate
+            if rate and stream.time_base is not None and float(stream.time_base) * rate > 1:
+                # Called before any other audio decode of the file: the decoder drops the encoder's priming
+                # samples from the first frames it decodes only, so later seeks to the head decode them.
+                try:
+                    with contextlib.closing(self._decoded(stream, origin - _AUDIO_PREROLL)) as frames:
+                        head = list(itertools.islice(frames, _GRID_FRAMES + 1))
+                except VideoError:
+                    return None  # a head that does not decode leaves the timestamps; a clip there fails on its own
+                self._grid = _AudioGrid.read(head, float(stream.time_base), origin)
+        return self._grid
 
     def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
         """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file.
@@ -413,11 +470,66 @@ _JOIN_SECONDS = 2.0
 _GROUP_SECONDS = 60.0
 # How far before a clip's first sample its audio is decoded from: enough for the codec frames a decoder
 # needs before its output is right (AAC: one frame of 1024 samples, 23 ms at 44.1 kHz; Opus: 80 ms of
-# pre-roll) and for the resampler's filter to fill.
+# pre-roll) and for the resampler's filter to fill. Opus's 80 ms is the least its format asks, not where
+# FFmpeg's decoder converges: on a 440 Hz tone it is still 0.04 off a decode from the head 100 ms after a
+# seek, 0.001 at 200 ms and under 1e-4 at 300 ms (AAC is exact from its second frame on).
 _AUDIO_PREROLL = 0.1
+_OPUS_PREROLL = 0.3
+_OPUS = ("opus", "libopus")
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
+
+
+# How many frames after its first the head of an audio stream must show of one size, and at the times that
+# size gives them, for its frames' times to be taken from that grid rather than from their timestamps.
+_GRID_FRAMES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class _AudioGrid:
+    """The times at which a fixed-size audio codec's frames start: the head frame's (`first`, of
+    `first_samples`), and every `samples` samples on from there, at `rate`; a timestamp is rounded to
+    within `slack` of its frame's."""
+
+    first: float
+    first_samples: int
+    samples: int
+    rate: int
+    slack: float
+
+    @classmethod
+    def read(cls, head: list[Any], tick: float, origin: float) -> _AudioGrid | None:
+        """The grid of the stream starting at `origin` whose first decoded frames are `head`, its time base
+        `tick`; None when they do not sit on one (frames of more than one size, a gap, a missing timestamp,
+        priming samples not dropped)."""
+        if len(head) < 2 or any(frame.time is None for frame in head) or head[0].time < origin - tick:
+            return None
+        rate, sizes = head[0].sample_rate, {frame.samples for frame in head[1:-1]} or {head[1].samples}
+        if len(sizes) != 1 or any(frame.sample_rate != rate for frame in head):
+            return None
+        # Half a tick for the rounding, and a little for the float arithmetic.
+        grid = cls(float(head[0].time), head[0].samples, sizes.pop(), rate, tick / 2 + 0.1 / rate)
+        ends = grid.first + np.cumsum([frame.samples for frame in head[:-1]]) / rate  # where each next one starts
+        if any(abs(end - float(f.time)) > grid.slack for end, f in zip(ends, head[1:], strict=True)):
+            return None
+        return grid
+
+    def place(self, frame: Any) -> float:
+        """When `frame` starts: the grid time its timestamp rounds, or the timestamp where none is near
+        (a frame of another size, a stream with a gap)."""
+        time = float(frame.time)
+        if frame.sample_rate != self.rate:
+            return time
+        if frame.samples == self.first_samples and abs(time - self.first) <= self.slack:
+            return self.first
+        if frame.samples != self.samples:
+            return time
+        # Frame k starts `first_samples + k * samples` after the head's; a k below 0 is the encoder's priming
+        # (Opus's frame before its pre-skip, AAC's frame before its first), decoded when a seek lands on it.
+        k = round(((time - self.first) * self.rate - self.first_samples) / self.samples)
+        on = self.first + (self.first_samples + k * self.samples) / self.rate
+        return on if abs(on - time) <= self.slack else time
 
 
 @dataclasses.dataclass(frozen=True)
