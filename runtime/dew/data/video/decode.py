@@ -430,7 +430,8 @@ class Video:
             self._grid_read = True
             stream = self._audio
             rate = stream.codec_context.sample_rate
-            if rate and stream.time_base is not None and float(stream.time_base) * rate > 1:
+            fixed = stream.codec_context.name not in _VARIABLE_FRAMES
+            if fixed and rate and stream.time_base is not None and float(stream.time_base) * rate > 1:
                 # Called before any other audio decode of the file: the decoder drops the encoder's priming
                 # samples from the first frames it decodes only, so later seeks to the head decode them.
                 try:
@@ -476,6 +477,8 @@ _GROUP_SECONDS = 60.0
 _AUDIO_PREROLL = 0.1
 _OPUS_PREROLL = 0.3
 _OPUS = ("opus", "libopus")
+# Audio decoders whose frames change size with the signal: no grid, however alike a stream's first frames.
+_VARIABLE_FRAMES = ("vorbis", "libvorbis")
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
