@@ -45,7 +45,7 @@ from dew.data.images import pixels
 # Bumped whenever a change here changes a byte of what a clip decodes to (version 2: audio decoded from
 # a pre-roll before the clip, its resampler grid started on the clip's first sample; version 3: Matroska
 # and WebM audio placed on its frames' sample grid rather than by millisecond timestamps, Opus decoded
-# from a longer pre-roll, priming samples dropped; MP4 clips are as in version 2). The clips job
+# from a longer pre-roll, priming samples dropped; AAC in MP4 is as in version 2). The clips job
 # records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
 DECODER_VERSION = 3
 
