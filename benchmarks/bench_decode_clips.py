@@ -30,7 +30,7 @@ BASELINES = (
     "audio to 16 kHz mono; nothing written",
     "baseline 2: one process cutting the same clips with dew.data.video.decode (a keyframe seek per clip)",
 )
-VIDEOS = 192  # enough work that Beam's start-up, subtracted, does not swamp the steady state
+VIDEOS = 576  # enough work that Beam's start-up, subtracted, is a small part of the job's time
 VIDEO_FRAMES = 60  # 2.4 s: the test videos' colour code runs out at 64 frames
 SIZE = 64
 FRAMES = 16
