@@ -115,7 +115,6 @@ class Layout:
                 yield split, j, start + (stop - start) * j // count
 
 
-
 def locate(lengths: FileLengths, layout: Layout) -> Iterator[tuple[str, object]]:
     """The cut and shard boundaries that fall inside this file, as keys ("cut", (key, k)) / ((split, j), key)."""
     start = layout.file_starts.get(lengths.file)

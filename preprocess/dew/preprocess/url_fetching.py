@@ -124,8 +124,11 @@ class FetchShard(beam.DoFn):
                 lengths = [n for n, reason in zip(committed.lengths, committed.reasons, strict=True) if not reason]
                 park_lengths(output, name, self.fmt, np.array(lengths, dtype=np.int64))
                 self.counters["shards_skipped"].inc()
-                yield split, Shard(
-                    name=name, records=len(lengths), units=sum(lengths), bytes=size, sha256=digest, crc32c=crc32c
+                yield (
+                    split,
+                    Shard(
+                        name=name, records=len(lengths), units=sum(lengths), bytes=size, sha256=digest, crc32c=crc32c
+                    ),
                 )
                 return
         outcomes: dict[Key, tuple[str, str, int]] = {}  # key → (url, reason, record length)
