@@ -41,6 +41,7 @@ import numpy as np
 from dew.data import remote
 from dew.data.extras import require
 from dew.data.images import pixels
+from dew.data.video.audio_grid import GRID_FRAMES, VARIABLE_FRAMES, AudioGrid
 
 # Bumped whenever a change here changes a byte of what a clip decodes to (version 2: audio decoded from
 # a pre-roll before the clip, its resampler grid started on the clip's first sample; version 3: Matroska
@@ -144,7 +145,7 @@ class Video:
             self._audio = audio[0] if audio else None
             self.origin = _seconds(self._video.start_time, self._video.time_base) or 0.0
             self.end = self.origin + self._duration()
-            self._grid: _AudioGrid | None = None  # the audio's frame grid, once read
+            self._grid: AudioGrid | None = None  # the audio's frame grid, once read
             self._grid_read = False
         except BaseException:
             self._container.close()
@@ -375,7 +376,7 @@ class Video:
         return len(out), None
 
     def _first_audio(
-        self, frame: Any, start: float, rate: int, *, grid: _AudioGrid | None, fallback: float
+        self, frame: Any, start: float, rate: int, *, grid: AudioGrid | None, fallback: float
     ) -> tuple[Any, int] | None:
         """The first decoded audio frame, cut to begin a whole number of output samples before `start`, and
         where its first resampled sample goes in the output (negative: before `start`, thrown away); None
@@ -416,7 +417,7 @@ class Video:
         trimmed.sample_rate = frame.sample_rate
         return trimmed
 
-    def _audio_grid(self, origin: float) -> _AudioGrid | None:
+    def _audio_grid(self, origin: float) -> AudioGrid | None:
         """Where the audio's frames start, read once from the stream's head, when its timestamps are too
         coarse to say to the sample (None when they are fine enough, or the frames are not all one size).
 
@@ -430,16 +431,16 @@ class Video:
             self._grid_read = True
             stream = self._audio
             rate = stream.codec_context.sample_rate
-            fixed = stream.codec_context.name not in _VARIABLE_FRAMES
+            fixed = stream.codec_context.name not in VARIABLE_FRAMES
             if fixed and rate and stream.time_base is not None and float(stream.time_base) * rate > 1:
                 # Called before any other audio decode of the file: the decoder drops the encoder's priming
                 # samples from the first frames it decodes only, so later seeks to the head decode them.
                 try:
                     with contextlib.closing(self._decoded(stream, origin - _AUDIO_PREROLL)) as frames:
-                        head = list(itertools.islice(frames, _GRID_FRAMES + 1))
+                        head = list(itertools.islice(frames, GRID_FRAMES + 1))
                 except VideoError:
                     return None  # a head that does not decode leaves the timestamps; a clip there fails on its own
-                self._grid = _AudioGrid.read(head, float(stream.time_base), origin)
+                self._grid = AudioGrid.read(head, float(stream.time_base), origin)
         return self._grid
 
     def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
@@ -477,62 +478,9 @@ _GROUP_SECONDS = 60.0
 _AUDIO_PREROLL = 0.1
 _OPUS_PREROLL = 0.3
 _OPUS = ("opus", "libopus")
-# Audio decoders whose frames change size with the signal: no grid, however alike a stream's first frames.
-_VARIABLE_FRAMES = ("vorbis", "libvorbis")
 # How far short of its declared length a file's packets may stop before it counts as cut off: encoders
 # round a stream's last packet and pad audio by a few milliseconds, never by a tenth of a second.
 _CUT_SECONDS = 0.1
-
-
-# How many frames after its first the head of an audio stream must show of one size, and at the times that
-# size gives them, for its frames' times to be taken from that grid rather than from their timestamps.
-_GRID_FRAMES = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class _AudioGrid:
-    """The times at which a fixed-size audio codec's frames start: the head frame's (`first`, of
-    `first_samples`), and every `samples` samples on from there, at `rate`; a timestamp is rounded to
-    within `slack` of its frame's."""
-
-    first: float
-    first_samples: int
-    samples: int
-    rate: int
-    slack: float
-
-    @classmethod
-    def read(cls, head: list[Any], tick: float, origin: float) -> _AudioGrid | None:
-        """The grid of the stream starting at `origin` whose first decoded frames are `head`, its time base
-        `tick`; None when they do not sit on one (frames of more than one size, a gap, a missing timestamp,
-        priming samples not dropped)."""
-        if len(head) < 2 or any(frame.time is None for frame in head) or head[0].time < origin - tick:
-            return None
-        rate, sizes = head[0].sample_rate, {frame.samples for frame in head[1:-1]} or {head[1].samples}
-        if len(sizes) != 1 or any(frame.sample_rate != rate for frame in head):
-            return None
-        # Half a tick for the rounding, and a little for the float arithmetic.
-        grid = cls(float(head[0].time), head[0].samples, sizes.pop(), rate, tick / 2 + 0.1 / rate)
-        ends = grid.first + np.cumsum([frame.samples for frame in head[:-1]]) / rate  # where each next one starts
-        if any(abs(end - float(f.time)) > grid.slack for end, f in zip(ends, head[1:], strict=True)):
-            return None
-        return grid
-
-    def place(self, frame: Any) -> float:
-        """When `frame` starts: the grid time its timestamp rounds, or the timestamp where none is near
-        (a frame of another size, a stream with a gap)."""
-        time = float(frame.time)
-        if frame.sample_rate != self.rate:
-            return time
-        if frame.samples == self.first_samples and abs(time - self.first) <= self.slack:
-            return self.first
-        if frame.samples != self.samples:
-            return time
-        # Frame k starts `first_samples + k * samples` after the head's; a k below 0 is the encoder's priming
-        # (Opus's frame before its pre-skip, AAC's frame before its first), decoded when a seek lands on it.
-        k = round(((time - self.first) * self.rate - self.first_samples) / self.samples)
-        on = self.first + (self.first_samples + k * self.samples) / self.rate
-        return on if abs(on - time) <= self.slack else time
 
 
 @dataclasses.dataclass(frozen=True)
