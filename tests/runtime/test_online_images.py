@@ -113,9 +113,11 @@ def test_a_worker_process_pool_keeps_the_host_limit_and_leaves_nothing_after_clo
     assert set(me.children(recursive=True)) - children, "a worker process should be fetching"
     assert settled(lambda: sum(server.requests[f"/hang/{i}.jpg"] for i in range(4)) > 0)
     stream.close()  # with fetches hung on the server
-    assert not set(me.children(recursive=True)) - children
-    assert not [t for t in set(threading.enumerate()) - threads if "process_request" not in t.name]
-    assert server.most_in_flight <= 3
+    left = sorted(p.pid for p in set(me.children(recursive=True)) - children)
+    assert not left, f"processes left after close: {left}"
+    threads_left = [t.name for t in set(threading.enumerate()) - threads if "process_request" not in t.name]
+    assert not threads_left, f"threads left after close: {threads_left}"
+    assert server.most_in_flight <= 3, f"{server.most_in_flight} requests were in flight to one host at once"
 
 
 def test_close_in_process_ends_hung_fetches_and_leaves_no_thread(server: ImageServer, tmp_path) -> None:
