@@ -93,6 +93,7 @@ class ImageServer(ThreadingHTTPServer):
         self.connections = 0
         self.in_flight = 0
         self.most_in_flight = 0
+        self.hanging: dict[int, _Handler] = {}  # requests held open by a hang, by handler
         photos = photographs()
         from skimage import data
 
@@ -143,13 +144,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         server = self.server
+        self._counted = False
         with server.lock:
+            # A client closes a hung request's socket before it starts another, but the hang notices only at
+            # its next poll: a request whose client already closed is over, or in_flight would count it.
+            for handler in [h for h in server.hanging.values() if select.select([h.connection], [], [], 0)[0]]:
+                handler._end_locked()
             server.requests[self.path] += 1
             server.arrivals.setdefault(self.path, []).append(time.monotonic())
             server.in_flight += 1
             server.most_in_flight = max(server.most_in_flight, server.in_flight)
             count = server.requests[self.path]
-        self._counted = True
+            self._counted = True
         try:
             self._answer(count)
         finally:
@@ -158,10 +164,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _leave(self) -> None:
         """Ends this request's place in the in-flight count, once: before its body goes out, since a client
         that has the whole body may send its next request before this thread runs again."""
+        with self.server.lock:
+            self._end_locked()
+
+    def _end_locked(self) -> None:
         if self._counted:
             self._counted = False
-            with self.server.lock:
-                self.server.in_flight -= 1
+            self.server.in_flight -= 1
+            self.server.hanging.pop(id(self), None)
 
     def _answer(self, count: int) -> None:
         server = self.server
@@ -196,6 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(photo[:100])
             self.wfile.flush()
+            with server.lock:
+                if self._counted:
+                    server.hanging[id(self)] = self
             # Hang until the client gives up (its socket turns readable at EOF) or the server stops.
             until = time.monotonic() + HANG_SECONDS
             while not server.stopping.wait(0.05) and time.monotonic() < until:

@@ -92,6 +92,9 @@ class FileArray:
     def sum(self, dtype: Any = None) -> Any:
         return np.asarray(self).sum(dtype=dtype)
 
+    def tolist(self) -> list[Any]:
+        return np.asarray(self).tolist()
+
     def __reduce__(self) -> Any:
         return _reopen, (self.where,)
 
