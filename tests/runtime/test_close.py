@@ -104,7 +104,9 @@ def test_close_waits_for_a_read_in_flight_and_refuses_the_next() -> None:
     # In process a step is read in the thread that asks for it; a close from another thread must
     # still return only after that read, which could touch a memmap the caller is about to rewrite.
     source = _SlowSource()
-    loading = Loading(workers=0, threads=4, read_buffer=64)
+    # One reader thread, so the first read to start is the first step's, the one next() waits for: with
+    # more, a later step's prefetch may start first, and close would rightly turn the first step away.
+    loading = Loading(workers=0, threads=1, read_buffer=64)
     data = global_dataset(train=source, val=None, batch=4, seed=0, loading=loading, val_batches=None)
     stream = data.train(DataPartition())
     got: list[np.ndarray] = []
