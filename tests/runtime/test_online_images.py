@@ -95,7 +95,8 @@ def test_a_worker_process_pool_keeps_the_host_limit_and_leaves_nothing_after_clo
 ) -> None:
     urls = [server.url("slow", i) for i in range(24)] + [server.url("hang", i) for i in range(4)]
     source = saved_rows(str(tmp_path / "rows"), urls)
-    data = spec(source, workers=2, threads=8, timeout=30, policy={"per_host": 3}).load(batch=4)
+    # More slots than hung urls, so the hangs never hold every slot and stall the stream for the timeout.
+    data = spec(source, workers=2, threads=8, timeout=30, policy={"per_host": 5}).load(batch=4)
     me = psutil.Process()
     # The spawn context's resource tracker stays for the session, so a warm-up starts it before the baseline;
     # it reads from a server of its own, so none of its requests can land among the measured ones.
@@ -117,7 +118,7 @@ def test_a_worker_process_pool_keeps_the_host_limit_and_leaves_nothing_after_clo
     assert not left, f"processes left after close: {left}"
     threads_left = [t.name for t in set(threading.enumerate()) - threads if "process_request" not in t.name]
     assert not threads_left, f"threads left after close: {threads_left}"
-    assert server.most_in_flight <= 3, f"{server.most_in_flight} requests were in flight to one host at once"
+    assert server.most_in_flight <= 5, f"{server.most_in_flight} requests were in flight to one host at once"
 
 
 def test_close_in_process_ends_hung_fetches_and_leaves_no_thread(server: ImageServer, tmp_path) -> None:
