@@ -62,6 +62,18 @@ def add_image_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
 
 
+def image_plan_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The ImagesPlan fields that add_image_flags's flags give."""
+    return {
+        "rules": pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
+        "resize": args.resize,
+        "size": None if args.resize == "keep" else args.size,
+        "encoding": args.encoding,
+        "quality": args.quality,
+        "ext": args.format,
+    }
+
+
 def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
     """The plan, its identity and the numbered sources, all decided on the launcher; a plan that cannot
     run is a usage error, before any worker starts."""
@@ -90,12 +102,7 @@ def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Sour
             sidecar=args.caption_sidecar,
         ),
         extras=extras,
-        rules=pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
-        resize=args.resize,
-        size=None if args.resize == "keep" else args.size,
-        encoding=args.encoding,
-        quality=args.quality,
-        ext=args.format,
+        **image_plan_fields(args),
         val_fraction=args.val_fraction,
         shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
         num_shards=args.num_shards,

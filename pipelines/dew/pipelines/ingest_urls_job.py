@@ -18,10 +18,9 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.data.images import pixels
 from dew.data.images.fetch import FetchPolicy
 from dew.pipelines import common, flags
-from dew.pipelines.images_job import add_image_flags
+from dew.pipelines.images_job import add_image_flags, image_plan_fields
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -72,12 +71,7 @@ def plan_from(args: argparse.Namespace) -> tuple[IngestPlan, JobIdentity, tuple[
                 image_field=args.url_field, caption_field=args.caption_field, extra_fields=tuple(args.extra_field)
             ),
             extras=(*URL_FIELDS, *args.extra_field),
-            rules=pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
-            resize=args.resize,
-            size=None if args.resize == "keep" else args.size,
-            encoding=args.encoding,
-            quality=args.quality,
-            ext=args.format,
+            **image_plan_fields(args),
             val_fraction=args.val_fraction,
             num_shards=args.num_shards,
         )
