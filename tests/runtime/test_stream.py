@@ -212,3 +212,9 @@ def test_a_malformed_position_is_refused_by_field(change, message) -> None:
     state = {"kind": position.GLOBAL, "records": 4, "reads": {"order": "x"}, "tokens": {}, **change}
     with pytest.raises(ValueError, match=message):
         position.parse(state)
+
+
+def test_from_grain_refuses_a_batch_of_zero_by_name() -> None:
+    """With a validation pipeline, batch=0 used to reach `len(ds) // batch` as a ZeroDivisionError."""
+    with pytest.raises(ValueError, match=r"from_grain\(batch=\) must be a positive int"):
+        Dataset.from_grain(numbers(30), batch=0, validation=numbers(12), loading=SERIAL)

@@ -193,3 +193,14 @@ def test_a_damaged_parquet_file_is_named(tmp_path) -> None:
         open_tokens(str(bad))
     with pytest.raises(ValueError, match=f"{bad} is not a readable parquet file"):
         read_table(str(bad), ["prompt"])
+
+
+@pytest.mark.parametrize("batch", [0, -4, True, 8.0])
+def test_a_batch_that_is_not_a_positive_int_is_refused_by_name(corpora, batch) -> None:
+    """load(batch=0) used to reach `len(val) // batch` and fail as a bare ZeroDivisionError."""
+    for spec in (
+        TokenWindows(path=corpora["bin"], seq_len=8, loading=SERIAL),  # holds out the tail of train
+        TokenWindows(path=corpora["bin"], seq_len=8, val_batches=None, loading=SERIAL),  # reads the val split
+    ):
+        with pytest.raises(ValueError, match=r"load\(batch=\) must be a positive int"):
+            spec.load(batch=batch)

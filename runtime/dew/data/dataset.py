@@ -86,6 +86,7 @@ class Dataset:
         """
         import grain
 
+        validate.positive_int("Dataset.from_grain(batch=)", batch)
         loading = (loading or Loading()).started()
         if isinstance(train, grain.MapDataset) and records is None:
             records = len(train)
@@ -152,6 +153,7 @@ def global_dataset(
     `val_batches` bounds the validation pass, None reading every whole batch of it; `in_process`
     reads in the training process unless the caller asked for workers (Loading.started).
     """
+    validate.positive_int("load(batch=)", batch)
     if records is not None and train is not None and records > len(train):
         raise ValueError(
             f"records={records} is more than the {len(train)} records the training split holds: a pass over "

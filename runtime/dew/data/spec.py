@@ -99,6 +99,7 @@ class IndexedSpec(DatasetSpec):
         """Where validation starts when a corpus without a validation split gives val_batches whole
         batches off the end of its `available` training records (`what` names them); None when it
         gives none."""
+        validate.positive_int("load(batch=)", batch)  # before the batch multiplies into a record count
         if not self.val_batches:
             return None
         tail = self.val_batches * batch
