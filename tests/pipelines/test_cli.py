@@ -176,3 +176,28 @@ def test_a_user_error_on_a_worker_process_is_one_message_with_no_traceback(tmp_p
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "dew-preprocess tokenize: the job wrote none of 12 documents" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tokenize", "--input", "x.jsonl", "--output", "o", "--pack", "--seq_len", "0"], "--seq_len: must be"),
+        (["tokenize", "--input", "x.jsonl", "--output", "o", "--packing_bins", "0"], "--packing_bins: must be"),
+        (["pack", "--corpus", "c", "--seq_len", "-8"], "--seq_len: must be a positive int, got '-8'"),
+        (["pack", "--corpus", "c", "--seq_len", "8", "--packing_bins", "0"], "--packing_bins: must be"),
+        (["plan-mixture", "--corpus", "a=-1", "--tokens", "100", "--seq_len", "8", "--output", "m"], "positive"),
+        (["plan-mixture", "--corpus", "a=0", "--tokens", "100", "--seq_len", "8", "--output", "m"], "positive"),
+        (["plan-mixture", "--corpus", "a=nan", "--tokens", "100", "--seq_len", "8", "--output", "m"], "positive"),
+        (["plan-mixture", "--corpus", "a", "--tokens", "0", "--seq_len", "8", "--output", "m"], "--tokens: must be"),
+        (["inspect", "c", "--seq_len", "0"], "--seq_len: must be"),
+    ],
+)
+def test_a_count_or_weight_below_one_is_a_usage_error_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """These reached a ValueError inside the job and ended in a traceback with exit code 1."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -62,6 +63,30 @@ def switch(p: argparse.ArgumentParser, name: str, help: str) -> None:
     text = f"{help}; {off} turns it off"
     p.add_argument(name, nargs="?", const=True, default=False, type=_truth, metavar="true|false", help=text)
     p.add_argument(off, dest=name[2:], action="store_false", help=argparse.SUPPRESS)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type for a count: refused at the command line, naming its flag, rather than as a
+    ValueError from deep inside the job after Beam has started."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type for a finite amount above zero (a budget, a size, a weight), which may be
+    written as `2e9`."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def option_strings(p: argparse.ArgumentParser) -> list[str]:

@@ -29,8 +29,10 @@ _BAR = 40
 def parser() -> argparse.ArgumentParser:
     p = flags.parser("dew-preprocess inspect", __doc__.split("\n\n")[0])
     p.add_argument("path", help="a committed directory (local or gs://) or a mixture.json")
-    p.add_argument("--seq_len", type=int, default=None, help="tokens; also show the packing fill at this window")
-    p.add_argument("--packing_bins", type=int, default=8, help="open windows of that packing")
+    p.add_argument(
+        "--seq_len", type=flags.positive_int, default=None, help="tokens; also show the packing fill at this window"
+    )
+    p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of that packing")
     p.add_argument("--samples", type=int, default=3, help="records to show from the train split")
     p.add_argument("--html", default=None, help="also write a self-contained HTML report with plots here")
     return p

@@ -24,9 +24,13 @@ def parser() -> argparse.ArgumentParser:
     p = flags.parser("dew-preprocess pack", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True, help="a committed corpus directory (local or gs://)")
     p.add_argument(
-        "--seq_len", type=int, action="append", required=True, help="tokens; a window is seq_len + 1; repeatable"
+        "--seq_len",
+        type=flags.positive_int,
+        action="append",
+        required=True,
+        help="tokens; a window is seq_len + 1; repeatable",
     )
-    p.add_argument("--packing_bins", type=int, default=8, help="windows the plan keeps open at once")
+    p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="windows the plan keeps open at once")
     return p
 
 

@@ -27,17 +27,21 @@ def _corpus(text: str) -> tuple[str, float]:
     if not sep:
         return text.rstrip("/"), 1.0
     try:
-        return path.rstrip("/"), float(weight)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--corpus {text!r}: the weight after '=' must be a number") from None
+        return path.rstrip("/"), flags.positive_number(weight)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"--corpus {text!r}: the weight after '=' must be a positive number (a share of the step)"
+        ) from None
 
 
 def parser() -> argparse.ArgumentParser:
     p = flags.parser("dew-preprocess plan-mixture", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", type=_corpus, action="append", required=True, help="DIR=WEIGHT; repeatable")
-    p.add_argument("--tokens", type=float, required=True, help="the token budget of the run, tokens (2e9 is fine)")
-    p.add_argument("--seq_len", type=int, required=True, help="tokens; a window is seq_len + 1")
-    p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plan")
+    p.add_argument(
+        "--tokens", type=flags.positive_number, required=True, help="the token budget of the run, tokens (2e9 is fine)"
+    )
+    p.add_argument("--seq_len", type=flags.positive_int, required=True, help="tokens; a window is seq_len + 1")
+    p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of the packing plan")
     p.add_argument("--split", default="train", help="the split the run trains on")
     p.add_argument("--output", required=True, help="where the plan JSON goes (local or gs://)")
     return p

@@ -33,20 +33,27 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
-    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size, MiB")
-    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
+    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
+    p.add_argument("--num_shards", type=flags.positive_int, default=None, help="train shard count, instead of by size")
     p.add_argument(
-        "--seq_len", type=int, action="append", default=[], help="tokens; also write a packing plan; repeatable"
+        "--seq_len",
+        type=flags.positive_int,
+        action="append",
+        default=[],
+        help="tokens; also write a packing plan; repeatable",
     )
-    p.add_argument("--packing_bins", type=int, default=8, help="open windows of the packing plans")
+    p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of the packing plans")
     p.add_argument("--text_field", default="text", help="JSON key or parquet column of the text")
     p.add_argument(
         "--txt_documents", default="file", choices=("file", "line"), help="a .txt file is one document, or one per line"
     )
     p.add_argument(
-        "--max_document_bytes", type=int, default=64 << 20, help="bytes; longer documents are dropped as too_long"
+        "--max_document_bytes",
+        type=flags.positive_int,
+        default=64 << 20,
+        help="bytes; longer documents are dropped as too_long",
     )
-    p.add_argument("--batch_size", type=int, default=512, help="documents per tokenizer call")
+    p.add_argument("--batch_size", type=flags.positive_int, default=512, help="documents per tokenizer call")
     p.add_argument(
         "--max_drop_fraction",
         type=float,
