@@ -149,8 +149,11 @@ def test_spec_round_trips_with_a_mixture_and_phases(corpus) -> None:
 def test_bad_specs_are_refused(corpus, tmp_path) -> None:
     with pytest.raises(ValueError, match="exactly one of them"):
         PackedTokens()
-    with pytest.raises(ValueError, match=r"path\['x'\]: weight must be a positive number"):
+    # Named as the user wrote it: PackedTokens.path, not the DataPhase it is checked through.
+    with pytest.raises(ValueError, match=r"^PackedTokens\.path\['x'\]: weight must be a positive number"):
         PackedTokens(path={"x": 0.0})
+    with pytest.raises(ValueError, match=r"^PackedTokens\.path is empty"):
+        PackedTokens(path="")
     with pytest.raises(ValueError, match="seq_len must be a positive int"):
         PackedTokens(path=corpus, seq_len=0)
     with pytest.raises(ValueError, match="last phase"):

@@ -30,18 +30,24 @@ class DataPhase:
     until_step: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.path, str):
-            if not self.path:
-                raise ValueError("DataPhase.path is empty")
-        elif isinstance(self.path, Mapping):
-            validate.mixture("DataPhase.path", self.path)
-        else:
-            raise TypeError(f"DataPhase.path is a path or a {{path: weight}} mapping, got {self.path!r}")
+        check_path("DataPhase.path", self.path)
         validate.positive_int("DataPhase.until_step", self.until_step, optional=True)
 
     @property
     def weights(self) -> dict[str, float]:
         return {self.path: 1.0} if isinstance(self.path, str) else dict(self.path)
+
+
+def check_path(where: str, path: object) -> None:
+    """Refuses what is neither a non-empty corpus path nor a good {path: weight} mixture, naming the
+    field as its owner spells it (`where`)."""
+    if isinstance(path, str):
+        if not path:
+            raise ValueError(f"{where} is empty")
+    elif isinstance(path, Mapping):
+        validate.mixture(where, path)
+    else:
+        raise TypeError(f"{where} is a path or a {{path: weight}} mapping, got {path!r}")
 
 
 def check_phases(phases: Sequence[DataPhase]) -> None:

@@ -22,7 +22,7 @@ from dew.data.packing import (
     packing_name,
     plan_packing,
 )
-from dew.data.phases import DataPhase, PhasedOrder, check_phases
+from dew.data.phases import DataPhase, PhasedOrder, check_path, check_phases
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
@@ -103,7 +103,7 @@ class PackedTokens(IndexedSpec):
         if (self.path is None) == (not self.phases):
             raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
         if self.path is not None:
-            DataPhase(self.path)  # the same checks on the path or mixture
+            check_path("PackedTokens.path", self.path)  # a phase's checks, named as the user wrote them
         check_phases(self.phases)
 
     @property
