@@ -106,6 +106,13 @@ def test_loading_is_checked_and_counts_its_stop_time() -> None:
     assert Loading(workers=8).stop_seconds > Loading(workers=0).stop_seconds
 
 
+def test_loading_takes_its_knobs_in_the_order_the_reference_gives_them() -> None:
+    """The dew.data reference signs Loading(workers=32, threads=64, read_buffer=128, worker_buffer=2),
+    positional like DataPartition and Ramp; it was keyword-only, so Loading(0) was a TypeError."""
+    assert Loading(0, 2, 8, 1) == Loading(workers=0, threads=2, read_buffer=8, worker_buffer=1)
+    assert Loading(4) == Loading(workers=4) and Loading() == Loading(32, 64, 128, 2)
+
+
 def test_uncaptioned_refuses_a_caption_reader() -> None:
     Example(path="x").uncaptioned(None)
     with pytest.raises(ValueError, match="carries no captions"):

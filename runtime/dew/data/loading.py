@@ -19,7 +19,7 @@ _log = logging.getLogger(__name__)
 _WORKERS = 32
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class Loading:
     """Grain's four throughput knobs. None of them changes which records a run sees or their content.
 
