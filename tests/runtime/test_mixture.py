@@ -205,3 +205,19 @@ def test_a_mixture_resumes_after_its_corpora_move_and_refuses_one_that_changed(t
     with pytest.raises(ValueError, match=f"corpus '{b}' was dropped.*corpus '{other}' was added"):
         stream.set_state(state)
     stream.close()
+
+
+@given(stop_at=st.integers(0, 9), shares=st.sampled_from([1, 2]), new_shares=st.sampled_from([1, 2]))
+@settings(max_examples=6, deadline=None)
+def test_ramped_packed_phases_over_real_corpora_resume_exactly(tmp_path_factory, stop_at, shares, new_shares) -> None:
+    root = tmp_path_factory.mktemp("ramped")
+    a = write_corpus(str(root / "a"), {"train": documents(40)})
+    b = write_corpus(str(root / "b"), {"train": documents(25, seed=3)})
+    spec = PackedTokens(
+        phases=(DataPhase({a: 1.0, b: 1.0}, until_step=3), DataPhase({a: 1.0, b: 3.0})),
+        seq_len=15,
+        loading=SERIAL,
+        val_batches=0,
+    )
+    run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=6))
+    assert_resume_exact(run.train, steps=9, stop_at=stop_at, count_before=shares, count_after=new_shares)

@@ -204,3 +204,13 @@ def test_a_batch_that_is_not_a_positive_int_is_refused_by_name(corpora, batch) -
     ):
         with pytest.raises(ValueError, match=r"load\(batch=\) must be a positive int"):
             spec.load(batch=batch)
+
+
+@given(stop_at=st.integers(0, 3), shares=st.sampled_from([1, 2, 4]), new_shares=st.sampled_from([1, 2, 4]))
+@settings(max_examples=6, deadline=None)
+def test_a_validation_pass_resumes_exactly_on_another_share_count(corpora, stop_at, shares, new_shares) -> None:
+    data = TokenWindows(path=corpora["bin"], seq_len=8, loading=SERIAL, val_batches=None).load(batch=4)
+    with data.val(DataPartition()) as whole:
+        steps = len(list(whole))
+    assert steps > 3
+    assert_resume_exact(data.val, steps=steps, stop_at=stop_at, count_before=shares, count_after=new_shares)
