@@ -98,3 +98,13 @@ def test_a_plan_reads_as_the_mixture_it_describes_and_refuses_a_changed_corpus(t
     tokenize_job.main([*changed, *IN_MEMORY])
     with pytest.raises(ValueError, match=f"corpus {code} changed since the plan was made"):
         batches(str(plan_path))
+
+
+def test_the_plan_is_written_into_a_directory_that_does_not_exist_yet(tmp_path: Path) -> None:
+    """`--output plan/mixture.json`, as docs/tokens.md writes it, failed with ENOENT on the temporary file."""
+    from dew.preprocess.mixture import write_plan
+
+    target = tmp_path / "plan" / "mixture.json"
+    write_plan(str(target), {"windows": 3})
+    assert json.loads(target.read_text()) == {"windows": 3}
+    assert [p.name for p in target.parent.iterdir()] == ["mixture.json"]

@@ -171,6 +171,7 @@ def write_plan(path: str, plan: Mapping[str, Any]) -> None:
     """Writes the plan JSON atomically, local or gs://."""
     data = json.dumps(plan, indent=1, sort_keys=True).encode()
     if files.is_local(path):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         temporary = f"{path}.tmp-{os.getpid()}"
         with open(temporary, "wb") as f:
             f.write(data)
