@@ -108,3 +108,13 @@ def test_the_plan_is_written_into_a_directory_that_does_not_exist_yet(tmp_path: 
     write_plan(str(target), {"windows": 3})
     assert json.loads(target.read_text()) == {"windows": 3}
     assert [p.name for p in target.parent.iterdir()] == ["mixture.json"]
+
+
+def test_a_relative_corpus_is_planned_by_its_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan is read by a training run wherever it starts; a relative `--corpus web/` was recorded as
+    `web` and the run refused it as an uncommitted corpus from any other working directory."""
+    from dew.pipelines import plan_mixture
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--corpus", "web/=0.7", "--corpus", "gs://b/code/=0.3", "--tokens", "9", "--seq_len", "4", "--output", "m"]
+    assert plan_mixture.parser().parse_args(argv).corpus == [(str(tmp_path / "web"), 0.7), ("gs://b/code", 0.3)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags
+from dew.preprocess import files
 from dew.preprocess.files import read_bytes
 from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
 
@@ -25,13 +27,20 @@ from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
 def _corpus(text: str) -> tuple[str, float]:
     path, sep, weight = text.rpartition("=")
     if not sep:
-        return text.rstrip("/"), 1.0
+        return _where(text), 1.0
     try:
-        return path.rstrip("/"), flags.positive_number(weight)
+        return _where(path), flags.positive_number(weight)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"--corpus {text!r}: the weight after '=' must be a positive number (a share of the step)"
         ) from None
+
+
+def _where(path: str) -> str:
+    """The corpus as the plan records it: a local path made absolute, since the run that reads the plan
+    starts in a working directory of its own."""
+    path = path.rstrip("/")
+    return os.path.abspath(path) if files.is_local(path) else path
 
 
 def parser() -> argparse.ArgumentParser:
