@@ -231,3 +231,22 @@ def test_a_shard_records_crc32c_beside_sha256_and_the_fingerprint_ignores_it(tmp
     assert formats.Meta.from_json(metas[1].to_json()) == metas[1]
     with pytest.raises(ValueError, match="crc32c"):
         formats.Shard(name=path.name, records=1, units=100, bytes=200, sha256=sha256, crc32c="xyz")
+
+
+@pytest.mark.parametrize("kind", ["bin", "array_record", "parquet"])
+def test_one_shard_read_on_its_own_is_checked_against_its_directorys_meta_json(kind, tmp_path) -> None:
+    """`TokenWindows(path="corpus/train-00001-of-00002.bin")` read a damaged shard without a word: the
+    file branch used the sibling meta.json for its dtype only, never for the shard's size or checksum."""
+    directory = corpus(str(tmp_path / "c"), kind)
+    path = shard_path(directory)
+    whole = open_tokens(path, field=FIELD[kind])[:]
+    flip(path, os.path.getsize(path) // 2, 0x10)
+    with pytest.raises(ValueError, match="rerun the preprocess job with --overwrite") as error:
+        open_tokens(path, field=FIELD[kind])[:]
+    assert path in str(error.value)
+    if kind == "bin":
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 2)  # still whole uint16 ids, one fewer
+        with pytest.raises(ValueError, match="truncated"):
+            open_tokens(path)
+    assert len(whole)  # the shard read fine before it was damaged

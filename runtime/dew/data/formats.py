@@ -307,6 +307,24 @@ def read_sibling_meta(path: str) -> dict[str, Any] | None:
     return data
 
 
+def committed_shard(path: str) -> Shard | None:
+    """meta.json's entry for a local data file read on its own out of a committed directory, so it is
+    checked as the directory's reader checks it; None for a file no dew meta.json beside it lists (a
+    nanoGPT-style .bin)."""
+    if remote.is_remote(path):
+        return None
+    directory, name = os.path.split(path)
+    meta = os.path.join(directory or ".", META)
+    if not os.path.exists(meta):
+        return None
+    with open(meta) as f:
+        data = json.load(f)
+    if not (isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")):
+        return None
+    shards = Meta.from_json(data, where=meta).splits.values()
+    return next((shard for split in shards for shard in split if shard.name == name), None)
+
+
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
     """The local path of a committed shard, after checking its size, and with `checksum` its content.
 

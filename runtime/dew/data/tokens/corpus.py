@@ -58,7 +58,13 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
     dtype = np.dtype(sibling.get("dtype", "uint16"))
     if path.endswith(".bin"):
         return TokenBytes(path)
-    common = {"dtype": dtype, "eos_id": sibling.get("eos_id"), "vocab_size": sibling.get("vocab_size")}
+    shard = formats.committed_shard(path)
+    common = {
+        "dtype": dtype,
+        "eos_id": sibling.get("eos_id"),
+        "vocab_size": sibling.get("vocab_size"),
+        "shards": None if shard is None else [shard],
+    }
     if path.endswith(".array_record"):
         return TokenRecords([path], field=field, **common)
     if path.endswith(".parquet"):

@@ -108,6 +108,7 @@ class TokenBytes:
             # A gs:// shard is fetched into the local cache when a read first needs it, so a start over a
             # remote corpus downloads only the shards it touches; a local shard's size is checked now.
             self._shards: tuple[formats.Shard, ...] | None = shards
+            self._directory = path  # where the shards meta.json lists lie
             remote_corpus = remote.is_remote(path)
             self.files = tuple(
                 os.path.join(path, s.name) if remote_corpus else formats.verify_shard(path, s) for s in shards
@@ -123,7 +124,12 @@ class TokenBytes:
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = _dtype_from_meta(sibling, where)
             self.files = (formats.local_file(path),)
-            self._shards = None
+            # One shard of a committed directory, read on its own, is checked like the directory's own.
+            shard = formats.committed_shard(path)
+            self._directory = os.path.dirname(path) or "."
+            if shard is not None:
+                formats.verify_shard(self._directory, shard)
+            self._shards = None if shard is None else (shard,)
             self._fingerprint = None
             self.vocab_size = sibling.get("vocab_size") if sibling else None
             own_eos = sibling.get("eos_id") if sibling else None
@@ -153,7 +159,7 @@ class TokenBytes:
         verified first (fetched and checked, or hashed, once per host)."""
         file = self.files[shard]
         if self._shards:
-            file = formats.verify_shard(self.path, self._shards[shard], checksum=True)
+            file = formats.verify_shard(self._directory, self._shards[shard], checksum=True)
         return np.memmap(file, dtype=self.dtype, mode="r")
 
     def _map(self, shard: int) -> np.memmap:
