@@ -129,6 +129,10 @@ def test_a_row_longer_than_seq_len_fails_naming_it(tmp_path) -> None:
         ({"prompt": [1], "chosen": [], "rejected": [3]}, r"record 1: the chosen completion is empty"),
         ({"prompt": "hi", "chosen": [2], "rejected": [3]}, r"record 1: prompt must be a list of token ids"),
         ({"prompt": [1], "chosen": [-2], "rejected": [3]}, r"record 1: chosen holds -2"),
+        # int() used to truncate these into ids silently: 1.5 became 1, true 1, "7" 7.
+        ({"prompt": [1.5], "chosen": [2], "rejected": [3]}, r"record 1: prompt holds 1\.5, which is no token id"),
+        ({"prompt": [1], "chosen": [True], "rejected": [3]}, r"record 1: chosen holds True, which is no token id"),
+        ({"prompt": [1], "chosen": [2], "rejected": ["7"]}, r"record 1: rejected holds '7', which is no token id"),
         ([1, 2], r"record 1 is a JSON list, not an object"),
     ],
 )

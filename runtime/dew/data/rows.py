@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -95,7 +96,7 @@ class Ragged:
                 raise ValueError(f"{where(path, i)}: {name} must be a list of token ids, got {row!r:.80}")
             lengths[i + 1] = len(row)
         offsets = np.cumsum(lengths)
-        flat = [int(v) for row in rows for v in row] if offsets[-1] else []
+        flat = [_an_id(v, name, path, i) for i, row in enumerate(rows) for v in row] if offsets[-1] else []
         return cls(_ids(np.asarray(flat, dtype=np.int64), name, path, offsets), offsets)
 
     @classmethod
@@ -145,6 +146,13 @@ class Ragged:
         first = out.shape[-1] - lengths if right else np.broadcast_to(np.asarray(start, dtype=np.int64), lengths.shape)
         source = np.repeat(self.offsets[rows], lengths) + within
         out[batch_row, np.repeat(first, lengths) + within] = self.values[source]
+
+
+def _an_id(value: Any, name: str, path: str | None, row: int) -> int:
+    """One id of a JSON or Python row: an integer, never a float, bool or string int() would truncate."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{where(path, row)}: {name} holds {value!r:.40}, which is no token id")
+    return int(value)
 
 
 def _ids(values: np.ndarray, name: str, path: str | None, offsets: np.ndarray) -> np.ndarray:
