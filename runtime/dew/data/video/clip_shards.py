@@ -26,7 +26,8 @@ from dew.data.video.clip_records import unpack_clips
 
 class ClipRecords(BatchRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
-    the process that reads it, and a gs:// one is fetched into the local cache and checked then."""
+    the process that reads it, and checked against meta.json's checksum then (once per host and file,
+    as every committed shard is), a gs:// one after its fetch into the local cache."""
 
     def __init__(self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str) -> None:
         self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
@@ -47,7 +48,7 @@ class ClipRecords(BatchRecords):
         if reader is None:
             from array_record.python.array_record_module import ArrayRecordReader
 
-            path = formats.verify_shard(self.directory, self.shards[shard])
+            path = formats.verify_shard(self.directory, self.shards[shard], checksum=True)
             reader = self._readers[shard] = ArrayRecordReader(path, "readahead_buffer_size:0")
         return reader
 
