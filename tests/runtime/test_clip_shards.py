@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dew.data import DataPartition, Loading, formats
+from dew.data import ArrayRecordImages, DataPartition, Loading, TokenWindows, formats
 from dew.data.formats import Meta, Shard
 from dew.data.sections import ClipsSection
 from dew.data.video.clip_records import pack_clip, section_fields
@@ -51,6 +51,15 @@ def write_clips(directory: Path, shards: int = 2, per_shard: int = 7) -> Path:
     return directory
 
 
+def first_batch(spec) -> dict:
+    data = spec.load(batch=2)
+    stream = data.train(DataPartition())
+    try:
+        return next(stream)
+    finally:
+        stream.close()
+
+
 def test_a_flipped_byte_in_a_committed_shard_is_refused_naming_it(tmp_path: Path) -> None:
     directory = write_clips(tmp_path / "clips")
     shard = directory / formats.shard_name("train", 1, 2, "array_record")
@@ -66,6 +75,19 @@ def test_a_deleted_shard_is_refused_naming_it(tmp_path: Path) -> None:
     (directory / formats.shard_name("train", 0, 2, "array_record")).unlink()
     with pytest.raises(FileNotFoundError, match=r"train-00000-of-00002\.array_record is listed in meta\.json"):
         ClipShards(path=str(directory), loading=FAST).load(batch=2)
+
+
+def test_readers_of_another_kind_name_the_clips_reader(tmp_path: Path) -> None:
+    directory = str(write_clips(tmp_path / "clips"))
+    images, tokens = ArrayRecordImages(path=directory, loading=FAST), TokenWindows(path=directory, seq_len=8)
+    for spec in (images, tokens):
+        with pytest.raises(formats.WrongKindError, match=r"holds clips .* read it with ClipShards"):
+            first_batch(spec)
+
+
+def test_an_uncommitted_directory_names_the_job_that_writes_clips(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"never committed.*`dew-preprocess decode-clips \.\.\. --output"):
+        ClipShards(path=str(tmp_path), loading=FAST).load(batch=2)
 
 
 @pytest.mark.parametrize(("before", "after", "stop_at"), [(1, 2, 2), (2, 1, 3), (2, 4, 5)])
