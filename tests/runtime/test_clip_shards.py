@@ -101,3 +101,12 @@ def test_a_position_resumes_exactly_on_another_share_count_with_validation_held_
     (val,) = list(data.val(DataPartition()))
     assert val["caption"] == [f"clip {n}" for n in range(10, 14)]
     assert [int(f[0, 0, 0, 0]) for f in val["frames"]] == list(range(10, 14))
+
+
+def test_parquet_clips_are_refused_naming_the_flag_that_writes_readable_ones(tmp_path: Path) -> None:
+    written = tmp_path / "train-00000-of-00001.parquet"  # what decode-clips --format parquet writes
+    written.write_bytes(b"PAR1")
+    shard = Shard(written.name, 1, 4, 4, formats.sha256_file(str(written)))
+    formats.write_meta(str(tmp_path), Meta(section=SECTION, splits={"train": (shard,)}, config={"job": "test"}))
+    with pytest.raises(ValueError, match=r"not held in \.array_record shards.*--format array_record"):
+        ClipShards(path=str(tmp_path), loading=FAST).load(batch=1)

@@ -98,7 +98,10 @@ class ClipShards(IndexedSpec):
         assert isinstance(section, ClipsSection)
         shards = meta.shards(self.split)
         if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
-            raise ValueError(f"{self.path}: split {self.split!r} is not held in .array_record shards")
+            raise ValueError(
+                f"{self.path}: split {self.split!r} is not held in .array_record shards, the only ones ClipShards "
+                "reads by index; rerun decode-clips with --format array_record (the default) to write them"
+            )
         if not remote.is_remote(self.path):  # a local shard's size now; a gs:// one's after its fetch
             for shard in shards:
                 formats.verify_shard(self.path, shard)
