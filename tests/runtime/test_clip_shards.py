@@ -85,6 +85,12 @@ def test_readers_of_another_kind_name_the_clips_reader(tmp_path: Path) -> None:
             first_batch(spec)
 
 
+def test_a_split_the_directory_lacks_is_refused_naming_the_directory_and_its_splits(tmp_path: Path) -> None:
+    directory = write_clips(tmp_path / "clips")
+    with pytest.raises(ValueError, match=rf"{directory} has no split 'validation'; its splits: train: give split="):
+        ClipShards(path=str(directory), split="validation", loading=FAST).load(batch=2)
+
+
 def test_an_uncommitted_directory_names_the_job_that_writes_clips(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"never committed.*`dew-preprocess decode-clips \.\.\. --output"):
         ClipShards(path=str(tmp_path), loading=FAST).load(batch=2)

@@ -96,6 +96,11 @@ class ClipShards(IndexedSpec):
         meta = formats.read_meta(self.path, kind="clips")
         section = meta.section
         assert isinstance(section, ClipsSection)
+        if self.split not in meta.splits:
+            raise ValueError(
+                f"{self.path} has no split {self.split!r}; its splits: {', '.join(sorted(meta.splits))}: "
+                "give split= one of them"
+            )
         shards = meta.shards(self.split)
         if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
             raise ValueError(
