@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +247,30 @@ def test_clip_shards_resume_exactly_on_another_share_count(committed: tuple[Path
     with pytest.raises(ValueError, match="no tokenize="):
         ClipShards(path=str(out)).load(batch=4, tokenize=lambda captions: captions)
     assert data.val is None  # one split, and nothing held out unless val_batches asks
+
+
+@pytest.mark.beam
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ((), r"the job wrote no clip of 6 videos, so nothing was committed\. Drops by reason:\n  \w+: \d+, e\.g\. /"),
+        (("--strict",), r"\S+: \w+: .* \(--strict stops at the first bad video"),
+    ],
+)
+def test_a_job_of_bad_videos_fails_in_one_message_naming_one(videos: Path, tmp_path: Path, flags, said) -> None:
+    """On worker processes as on Dataflow: the launcher's message names a video and why, and no worker's
+    traceback buries it."""
+    command = [sys.executable, "-m", "dew.pipelines.cli", "decode-clips", "--input", str(videos / "broken")]
+    done = subprocess.run(
+        [*command, "--output", str(tmp_path / "out"), *CLIP, *flags, *TWO_WORKERS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={name: value for name, value in os.environ.items() if name != "DEW_VERBOSE"},
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert re.search(f"dew-preprocess decode-clips: {said}", done.stderr), done.stderr[-3000:]
+    assert not (tmp_path / "out" / "meta.json").exists()

@@ -43,6 +43,7 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE, BadInputError
 from dew.preprocess.drops import TooManyDropsError
 from dew.preprocess.parked import Parked, ParkingFile
+from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 
@@ -54,6 +55,11 @@ TRAIN = "train"
 _PROGRESS_SECONDS = 10.0
 _DRAW = float(1 << 64)
 _log = logging.getLogger(__name__)
+# What to check for a reason whose usual cause is a flag rather than the videos.
+_HINTS = {
+    "too_short": "a clip is --frames / --frame_rate seconds long",
+    NO_AUDIO: "--no_audio silence keeps them, with silent audio",
+}
 Key = tuple[int, int]
 
 
@@ -191,7 +197,9 @@ class _DecodeVideo(beam.DoFn):
         if reason is not None:
             self.counters[reason].inc()
             if self.plan.strict:
-                raise BadInputError(f"{error} (--strict stops at the first bad video; drop it to count them instead)")
+                raise user_error(
+                    BadInputError(f"{error} (--strict stops at the first bad video; drop it to count them instead)")
+                )
         tally = {"index": source.index, "path": source.path, "clips": len(clips), "reason": reason, "error": error}
         yield beam.pvalue.TaggedOutput(TALLY_TAG, tally)
 
@@ -239,8 +247,7 @@ def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -
             f"{sum(dropped.values())} dropped; {clips} clips in the shards of the {decoded} decoded"
         )
     if not clips:
-        top = ", ".join(f"{r}: {n}" for r, n in sorted(dropped.items(), key=lambda rn: -rn[1]) if n)
-        raise TooManyDropsError(f"the job wrote no clip of {videos} videos, so nothing was committed; drops: {top}")
+        raise user_error(TooManyDropsError(_nothing_written(tallies, dropped, videos)))
     return {
         "videos_in": videos,
         "videos_written": len(kept),
@@ -252,6 +259,16 @@ def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -
         "bytes": sum(s.bytes for s in meta.shards(TRAIN)),
         "fingerprint": meta.fingerprint(),
     }
+
+
+def _nothing_written(tallies: list[Mapping[str, Any]], dropped: Mapping[str, int], videos: int) -> str:
+    """The refusal of a job that wrote no clip: each reason's count, with one of its videos and its error."""
+    lines = [f"the job wrote no clip of {videos} videos, so nothing was committed. Drops by reason:"]
+    for reason, count in sorted(dropped.items(), key=lambda rn: -rn[1]):
+        if count:
+            example = next(t["error"] for t in tallies if t["reason"] == reason)
+            lines.append(f"  {reason}: {count}, e.g. {example}" + (f" — {_HINTS[reason]}" if reason in _HINTS else ""))
+    return "\n".join(lines)
 
 
 class WriteClips(beam.PTransform):

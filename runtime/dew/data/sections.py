@@ -43,6 +43,8 @@ class Section:
     UNIT: ClassVar[str] = "bytes"
     # Named in the refusal a reader of another kind gives, so the user learns what reads this directory.
     READERS: ClassVar[str] = ""
+    # The command that writes a directory of this kind, named when a reader finds one never committed.
+    WRITER: ClassVar[str] = ""
 
     @classmethod
     def format_tag(cls) -> str:
@@ -89,6 +91,7 @@ class TokensSection(Section):
     VERSION: ClassVar[int] = 2
     UNIT: ClassVar[str] = "ids"
     READERS: ClassVar[str] = "TokenWindows or PackedTokens"
+    WRITER: ClassVar[str] = "dew-preprocess tokenize"
 
     tokenizer: str
     tokenizer_hash: str
@@ -128,6 +131,7 @@ class ImagesSection(Section):
 
     KIND: ClassVar[str] = "images"
     READERS: ClassVar[str] = "ArrayRecordImages"
+    WRITER: ClassVar[str] = "dew-preprocess images (or ingest-urls)"
 
     encoding: str
     resize: str = "keep"
@@ -163,7 +167,9 @@ class ClipsSection(Section):
     """
 
     KIND: ClassVar[str] = "clips"
-    READERS: ClassVar[str] = "VideoDataset"
+    # VideoDataset reads raw video files; a committed clips directory needs no decoding.
+    READERS: ClassVar[str] = "ClipShards (dew.data.video.clip_shards, registered as clip_shards)"
+    WRITER: ClassVar[str] = "dew-preprocess decode-clips"
 
     frames: int
     frame_size: int

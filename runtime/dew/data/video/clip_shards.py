@@ -26,7 +26,8 @@ from dew.data.video.clip_records import unpack_clips
 
 class ClipRecords(BatchRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
-    the process that reads it, and a gs:// one is fetched into the local cache and checked then."""
+    the process that reads it, and checked against meta.json's checksum then (once per host and file,
+    as every committed shard is), a gs:// one after its fetch into the local cache."""
 
     def __init__(self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str) -> None:
         self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
@@ -47,7 +48,7 @@ class ClipRecords(BatchRecords):
         if reader is None:
             from array_record.python.array_record_module import ArrayRecordReader
 
-            path = formats.verify_shard(self.directory, self.shards[shard])
+            path = formats.verify_shard(self.directory, self.shards[shard], checksum=True)
             reader = self._readers[shard] = ArrayRecordReader(path, "readahead_buffer_size:0")
         return reader
 
@@ -95,9 +96,17 @@ class ClipShards(IndexedSpec):
         meta = formats.read_meta(self.path, kind="clips")
         section = meta.section
         assert isinstance(section, ClipsSection)
+        if self.split not in meta.splits:
+            raise ValueError(
+                f"{self.path} has no split {self.split!r}; its splits: {', '.join(sorted(meta.splits))}: "
+                "give split= one of them"
+            )
         shards = meta.shards(self.split)
         if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
-            raise ValueError(f"{self.path}: split {self.split!r} is not held in .array_record shards")
+            raise ValueError(
+                f"{self.path}: split {self.split!r} is not held in .array_record shards, the only ones ClipShards "
+                "reads by index; rerun decode-clips with --format array_record (the default) to write them"
+            )
         if not remote.is_remote(self.path):  # a local shard's size now; a gs:// one's after its fetch
             for shard in shards:
                 formats.verify_shard(self.path, shard)
