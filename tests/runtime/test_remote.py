@@ -140,3 +140,35 @@ def test_a_remote_bin_corpus_fetches_only_the_shards_it_reads(gcs_emulator, cach
     fetched = [n for _, _, names in os.walk(cache) for n in names if n.endswith(".bin")]
     assert fetched == [formats.shard_name("train", 0, 4, "bin")]
     np.testing.assert_array_equal(tokens[0 : len(tokens)], TokenBytes(local)[0 : len(tokens)])
+
+
+@pytest.mark.parametrize("kind", ["bin", "array_record", "parquet"])
+def test_one_gs_shard_read_on_its_own_is_checked_against_the_meta_json_beside_it(
+    gcs_emulator, cache, tmp_path, monkeypatch, kind
+) -> None:
+    """`open_tokens("gs://.../train-00001-of-00002.bin")` fetched the object unchecked and looked for
+    meta.json beside the cached copy, where there is none: a flipped or truncated object read silently,
+    and a .bin shard lost its dtype, eos_id and vocabulary."""
+    from dew.data.tokens.corpus import open_tokens
+    from tests.runtime.token_support import EOS, documents, write_corpus
+
+    field = None if kind == "bin" else "ids"
+    local = write_corpus(str(tmp_path / kind), {"train": documents(30, seed=2)}, kind=kind, dtype="uint32", field=field)
+    uri = f"gs://{BUCKET}/single/{kind}"
+    _upload_directory(local, uri)
+    name = formats.read_meta(local).shards("train")[1].name
+    whole = open_tokens(os.path.join(local, name), field=field)
+    read = open_tokens(f"{uri}/{name}", field=field)
+    np.testing.assert_array_equal(read[:], whole[:])
+    assert (read.eos_id, read.dtype) == (EOS, np.dtype("uint32"))
+
+    with open(os.path.join(local, name), "rb") as f:
+        good = f.read()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x10
+    for i, damaged in enumerate((bytes(flipped), good[:-4])):
+        _upload(f"{uri}/{name}", damaged)
+        monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / f"another-host-{i}"))  # one that never fetched it
+        with pytest.raises(ValueError, match="rerun the preprocess job") as error:
+            open_tokens(f"{uri}/{name}", field=field)[:]
+        assert f"{uri}/{name}" in str(error.value)
