@@ -172,3 +172,25 @@ def test_one_gs_shard_read_on_its_own_is_checked_against_the_meta_json_beside_it
         with pytest.raises(ValueError, match="rerun the preprocess job") as error:
             open_tokens(f"{uri}/{name}", field=field)[:]
         assert f"{uri}/{name}" in str(error.value)
+
+
+def test_a_corpus_in_a_bucket_that_does_not_exist_is_refused_as_such(gcs_emulator, cache) -> None:
+    """A mistyped bucket was reported as a corpus never committed, with a rerun of the job as the fix."""
+    with pytest.raises(FileNotFoundError, match="bucket gs://no-such-bucket does not exist") as error:
+        formats.read_meta("gs://no-such-bucket/corpora/wiki")
+    assert "never committed" not in str(error.value)
+    with pytest.raises(FileNotFoundError, match="never committed"):  # the bucket is there, the corpus is not
+        formats.read_meta(f"gs://{BUCKET}/corpora/nothing-here")
+
+
+def test_reading_gs_without_credentials_says_how_to_get_them(cache, monkeypatch, tmp_path) -> None:
+    """google.auth said only `File /x.json was not found`, with no word of what reads need."""
+    import google.auth.exceptions
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    monkeypatch.setattr(remote, "_SESSION", None)
+    with pytest.raises(google.auth.exceptions.DefaultCredentialsError) as error:
+        remote.read_bytes(f"gs://{BUCKET}/corpora/wiki/meta.json")
+    assert "gcloud auth application-default login" in str(error.value)
+    assert "missing.json" in str(error.value)  # what google.auth found wrong is kept

@@ -256,6 +256,12 @@ def _read_meta(directory: str) -> Meta:
             pass  # reported below, as for a local directory
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
+    if remote.is_remote(path) and remote.bucket_missing(path):
+        bucket = path[len("gs://") :].partition("/")[0]
+        raise FileNotFoundError(
+            f"{directory}: bucket gs://{bucket} does not exist (or is in a project this account cannot see); "
+            "check the bucket name, e.g. `terraform output -raw processed_bucket`"
+        )
     if remote.is_remote(path) or not os.path.exists(path):
         raise FileNotFoundError(
             f"{directory} has no {META}: the corpus was never committed (a preprocess job still running, "

@@ -139,25 +139,51 @@ def _session() -> Any:
     if _SESSION is None or _SESSION[0] != os.getpid():
         require("google.cloud.storage", for_what="reading gs:// paths")  # its extra brings what follows
         import google.auth
+        import google.auth.exceptions
         import google.auth.transport.requests
         import requests
 
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             session = requests.Session()
         else:
-            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+            try:
+                credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+            except google.auth.exceptions.DefaultCredentialsError as error:
+                raise type(error)(
+                    f"reading gs:// needs Google credentials, and none were found ({error}). On a TPU or GCE VM "
+                    "the VM's service account is used (grant it read access: processed_readers in terraform); "
+                    "elsewhere run `gcloud auth application-default login`, or point "
+                    "GOOGLE_APPLICATION_CREDENTIALS at a service account key file"
+                ) from error
             session = google.auth.transport.requests.AuthorizedSession(credentials)
         _SESSION = (os.getpid(), session)
     return _SESSION[1]
 
 
-def _object_url(uri: str, *, media: bool) -> str:
+def _endpoint() -> str:
     endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
-    if "://" not in endpoint:
-        endpoint = f"http://{endpoint}"
+    return (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
+
+
+def _object_url(uri: str, *, media: bool) -> str:
     bucket, _, name = uri[len("gs://") :].partition("/")
     where = f"b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
-    return f"{endpoint.rstrip('/')}/{'download/' if media else ''}storage/v1/{where}"
+    return f"{_endpoint()}/{'download/' if media else ''}storage/v1/{where}"
+
+
+def bucket_missing(uri: str) -> bool:
+    """Whether the bucket of `uri` is known not to exist: asked after an object was not found, to tell a
+    mistyped bucket from a missing object. False when it exists, and when this account may read
+    objects but not the bucket's own metadata (objectViewer alone), which cannot tell."""
+    bucket = uri[len("gs://") :].partition("/")[0]
+    url = f"{_endpoint()}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}"
+    try:
+        _retrying(uri, lambda: _get(uri, url, {"fields": "name"}).close())
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _get(uri: str, url: str, params: dict[str, str]) -> Any:
