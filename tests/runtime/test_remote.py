@@ -169,7 +169,7 @@ def test_one_gs_shard_read_on_its_own_is_checked_against_the_meta_json_beside_it
     for i, damaged in enumerate((bytes(flipped), good[:-4])):
         _upload(f"{uri}/{name}", damaged)
         monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / f"another-host-{i}"))  # one that never fetched it
-        with pytest.raises(ValueError, match="rerun the preprocess job") as error:
+        with pytest.raises(ValueError, match="rerun the preprocess job with --overwrite") as error:
             open_tokens(f"{uri}/{name}", field=field)[:]
         assert f"{uri}/{name}" in str(error.value)
 
@@ -194,3 +194,21 @@ def test_reading_gs_without_credentials_says_how_to_get_them(cache, monkeypatch,
         remote.read_bytes(f"gs://{BUCKET}/corpora/wiki/meta.json")
     assert "gcloud auth application-default login" in str(error.value)
     assert "missing.json" in str(error.value)  # what google.auth found wrong is kept
+
+
+def test_a_shard_gone_from_a_committed_directory_names_the_rerun_that_mends_it(gcs_emulator, cache, tmp_path) -> None:
+    """The refusal said "rerun the preprocess job", and a plain rerun of a committed directory does
+    nothing ("already committed by this same job"): only --overwrite writes the shard again."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    local = write_corpus(str(tmp_path / "gone"), {"train": documents(20, seed=4)})
+    uri = f"gs://{BUCKET}/corpora/gone"
+    _upload_directory(local, uri)
+    meta = formats.read_meta(uri)
+    shard = meta.shards("train")[0]
+    remote._filesystem().rm(f"{uri}/{shard.name}")
+    with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
+        formats.verify_shard(uri, shard)
+    os.remove(os.path.join(local, shard.name))
+    with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
+        formats.verify_shard(local, shard)

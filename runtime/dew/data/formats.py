@@ -31,7 +31,7 @@ META = "meta.json"
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
-_OVERWRITE = "rerun the preprocess job with --overwrite"
+_OVERWRITE = remote.OVERWRITE
 _log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -353,7 +353,7 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     if remote.is_remote(path):
         return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is listed in {META} but missing; rerun the preprocess job")
+        raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     size = os.path.getsize(path)
     if size != shard.bytes:
         raise ValueError(
