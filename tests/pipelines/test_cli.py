@@ -236,3 +236,28 @@ def test_a_dataflow_launch_refuses_local_inputs_and_outputs(tmp_path: Path, caps
     with pytest.raises(flags.UsageError, match="--output"):  # every committing job's output, not only tokenize's
         common.run_committed(str(tmp_path / "out"), None, options, lambda pipeline: None, overwrite=False)
     assert not (tmp_path / "out").exists()
+
+
+# The extras each job's workers import on demand; the one image runs every job in JOBS.
+WORKER_EXTRAS = {
+    "tokenize": {"hf", "parquet"},
+    "pack": {"parquet"},
+    "plan-mixture": set(),
+    "images": {"images", "parquet"},
+    "ingest-urls": {"images", "parquet"},
+    "caption-tokenize": {"hf", "parquet"},
+    "decode-clips": {"video", "parquet"},
+    "inspect": set(),  # runs where it is typed, never on Dataflow
+}
+
+
+def test_the_dataflow_image_holds_what_every_job_of_its_template_imports() -> None:
+    """The image installed dew without `video`, so decode-clips, which its template offers, failed on
+    every worker importing av."""
+    from dew.pipelines.jobs import JOBS
+
+    assert {job.name for job in JOBS} == set(WORKER_EXTRAS), "a new job: say what its workers import"
+    dockerfile = (ROOT / "pipelines/dataflow/Dockerfile").read_text()
+    installed = set(re.search(r'pip install [^"]*"\.\[([a-z,]+)\]"', dockerfile)[1].split(","))
+    missing = {name: sorted(extras - installed) for name, extras in WORKER_EXTRAS.items() if extras - installed}
+    assert not missing, f"the image lacks extras these jobs' workers import: {missing}"
