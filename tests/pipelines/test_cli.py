@@ -201,3 +201,63 @@ def test_a_count_or_weight_below_one_is_a_usage_error_naming_the_flag(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("given", "refused"),
+    [
+        ([], ["--project is missing", "--region is missing", "--temp_location (or --staging_location)"]),
+        (["--project=p", "--region=r"], ["--temp_location (or --staging_location) must be a gs:// path"]),
+        (["--project=p", "--region=r", "--temp_location=/tmp/t"], ["must be a gs:// path"]),
+        (["--project=p", "--region=r", "--temp_location=gs://b/t"], ["Dataflow workers cannot reach"]),
+    ],
+)
+def test_a_dataflow_launch_missing_what_it_needs_is_refused_before_anything_is_written(
+    given: list[str], refused: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Beam checked these only when the pipeline ran, after the output was claimed and the tokenizer
+    loaded, and it answered a missing temp_location by creating a bucket of its own in the project."""
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    out = tmp_path / "out"
+    argv = ["tokenize", "--input", str(tmp_path / "a.jsonl"), "--output", str(out), "--runner=DataflowRunner"]
+    assert cli.main([*argv, *given]) == 2
+    err = capsys.readouterr().err
+    assert all(part in err for part in refused) and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_a_dataflow_launch_refuses_local_inputs_and_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    dataflow = ["--runner=DataflowRunner", "--project=p", "--region=r", "--temp_location=gs://b/t"]
+    argv = ["tokenize", "--input", str(tmp_path / "a.jsonl"), "--output", "gs://b/out", *dataflow]
+    assert cli.main(argv) == 2
+    assert "--input" in capsys.readouterr().err
+    options = common.pipeline_options(dataflow)
+    with pytest.raises(flags.UsageError, match="--output"):  # every committing job's output, not only tokenize's
+        common.run_committed(str(tmp_path / "out"), None, options, lambda pipeline: None, overwrite=False)
+    assert not (tmp_path / "out").exists()
+
+
+# The extras each job's workers import on demand; the one image runs every job in JOBS.
+WORKER_EXTRAS = {
+    "tokenize": {"hf", "parquet"},
+    "pack": {"parquet"},
+    "plan-mixture": set(),
+    "images": {"images", "parquet"},
+    "ingest-urls": {"images", "parquet"},
+    "caption-tokenize": {"hf", "parquet"},
+    "decode-clips": {"video", "parquet"},
+    "inspect": set(),  # runs where it is typed, never on Dataflow
+}
+
+
+def test_the_dataflow_image_holds_what_every_job_of_its_template_imports() -> None:
+    """The image installed dew without `video`, so decode-clips, which its template offers, failed on
+    every worker importing av."""
+    from dew.pipelines.jobs import JOBS
+
+    assert {job.name for job in JOBS} == set(WORKER_EXTRAS), "a new job: say what its workers import"
+    dockerfile = (ROOT / "pipelines/dataflow/Dockerfile").read_text()
+    installed = set(re.search(r'pip install [^"]*"\.\[([a-z,]+)\]"', dockerfile)[1].split(","))
+    missing = {name: sorted(extras - installed) for name, extras in WORKER_EXTRAS.items() if extras - installed}
+    assert not missing, f"the image lacks extras these jobs' workers import: {missing}"

@@ -286,3 +286,14 @@ def test_gzip_zstd_txt_and_parquet_inputs(tmp_path: Path) -> None:
     tokenize(inputs, out, "--txt_documents", "line")
     lines = [line for line in texts[4].split("\n") if line]
     assert json.loads((out / "stats.json").read_text())["documents_written"] == 4 + len(lines)
+
+
+def test_an_output_in_a_bucket_that_does_not_exist_is_refused_by_name(
+    text_inputs: Path, gcs_emulator: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in the bucket of --output failed deep in the claim as a BeamIOError about listing
+    `.dew-tmp/*`, with 'unknown error' and a traceback, naming neither the bucket nor the fix."""
+    argv = ["tokenize", "--input", str(text_inputs / "*"), "--output", "gs://no-such-bucket/corpus", *IN_MEMORY]
+    assert cli.main([*argv, "--no_auth"]) == 2
+    err = capsys.readouterr().err
+    assert "gs://no-such-bucket does not exist" in err and "Traceback" not in err, err

@@ -140,3 +140,75 @@ def test_a_remote_bin_corpus_fetches_only_the_shards_it_reads(gcs_emulator, cach
     fetched = [n for _, _, names in os.walk(cache) for n in names if n.endswith(".bin")]
     assert fetched == [formats.shard_name("train", 0, 4, "bin")]
     np.testing.assert_array_equal(tokens[0 : len(tokens)], TokenBytes(local)[0 : len(tokens)])
+
+
+@pytest.mark.parametrize("kind", ["bin", "array_record", "parquet"])
+def test_one_gs_shard_read_on_its_own_is_checked_against_the_meta_json_beside_it(
+    gcs_emulator, cache, tmp_path, monkeypatch, kind
+) -> None:
+    """`open_tokens("gs://.../train-00001-of-00002.bin")` fetched the object unchecked and looked for
+    meta.json beside the cached copy, where there is none: a flipped or truncated object read silently,
+    and a .bin shard lost its dtype, eos_id and vocabulary."""
+    from dew.data.tokens.corpus import open_tokens
+    from tests.runtime.token_support import EOS, documents, write_corpus
+
+    field = None if kind == "bin" else "ids"
+    local = write_corpus(str(tmp_path / kind), {"train": documents(30, seed=2)}, kind=kind, dtype="uint32", field=field)
+    uri = f"gs://{BUCKET}/single/{kind}"
+    _upload_directory(local, uri)
+    name = formats.read_meta(local).shards("train")[1].name
+    whole = open_tokens(os.path.join(local, name), field=field)
+    read = open_tokens(f"{uri}/{name}", field=field)
+    np.testing.assert_array_equal(read[:], whole[:])
+    assert (read.eos_id, read.dtype) == (EOS, np.dtype("uint32"))
+
+    with open(os.path.join(local, name), "rb") as f:
+        good = f.read()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x10
+    for i, damaged in enumerate((bytes(flipped), good[:-4])):
+        _upload(f"{uri}/{name}", damaged)
+        monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / f"another-host-{i}"))  # one that never fetched it
+        with pytest.raises(ValueError, match="rerun the preprocess job with --overwrite") as error:
+            open_tokens(f"{uri}/{name}", field=field)[:]
+        assert f"{uri}/{name}" in str(error.value)
+
+
+def test_a_corpus_in_a_bucket_that_does_not_exist_is_refused_as_such(gcs_emulator, cache) -> None:
+    """A mistyped bucket was reported as a corpus never committed, with a rerun of the job as the fix."""
+    with pytest.raises(FileNotFoundError, match="bucket gs://no-such-bucket does not exist") as error:
+        formats.read_meta("gs://no-such-bucket/corpora/wiki")
+    assert "never committed" not in str(error.value)
+    with pytest.raises(FileNotFoundError, match="never committed"):  # the bucket is there, the corpus is not
+        formats.read_meta(f"gs://{BUCKET}/corpora/nothing-here")
+
+
+def test_reading_gs_without_credentials_says_how_to_get_them(cache, monkeypatch, tmp_path) -> None:
+    """google.auth said only `File /x.json was not found`, with no word of what reads need."""
+    import google.auth.exceptions
+
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    monkeypatch.setattr(remote, "_SESSION", None)
+    with pytest.raises(google.auth.exceptions.DefaultCredentialsError) as error:
+        remote.read_bytes(f"gs://{BUCKET}/corpora/wiki/meta.json")
+    assert "gcloud auth application-default login" in str(error.value)
+    assert "missing.json" in str(error.value)  # what google.auth found wrong is kept
+
+
+def test_a_shard_gone_from_a_committed_directory_names_the_rerun_that_mends_it(gcs_emulator, cache, tmp_path) -> None:
+    """The refusal said "rerun the preprocess job", and a plain rerun of a committed directory does
+    nothing ("already committed by this same job"): only --overwrite writes the shard again."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    local = write_corpus(str(tmp_path / "gone"), {"train": documents(20, seed=4)})
+    uri = f"gs://{BUCKET}/corpora/gone"
+    _upload_directory(local, uri)
+    meta = formats.read_meta(uri)
+    shard = meta.shards("train")[0]
+    remote._filesystem().rm(f"{uri}/{shard.name}")
+    with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
+        formats.verify_shard(uri, shard)
+    os.remove(os.path.join(local, shard.name))
+    with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
+        formats.verify_shard(local, shard)

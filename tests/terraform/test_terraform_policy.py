@@ -54,6 +54,25 @@ def test_only_temporary_objects_expire(buckets) -> None:
     assert sorted(condition["matches_prefix"]) == ["staging/", "temp/"]
 
 
+def test_scratch_space_keeps_no_soft_deleted_copies(buckets) -> None:
+    """Every Dataflow job writes and deletes its temp/ and staging/ files; under the 7-day soft-delete
+    policy a new bucket gets by default, each deleted file is billed for a week more, and Beam warns
+    about it at every launch. The data buckets keep the default: there it guards against a stray delete."""
+    bucket = buckets.resources_of_type("google_storage_bucket")["dataflow"]
+    assert _one(bucket["soft_delete_policy"])["retention_duration_seconds"] == 0
+    for name in ("raw", "processed"):
+        assert "soft_delete_policy" not in buckets.resources_of_type("google_storage_bucket")[name], name
+    (constraint,) = [
+        spec["version"]
+        for block in buckets.terraform
+        for providers in block.get("required_providers", [])
+        for name, spec in providers.items()
+        if name == "google"
+    ]
+    # soft_delete_policy came with google provider 5.22; an older one would refuse the block at plan time.
+    assert ">= 5.22" in constraint, constraint
+
+
 def test_data_buckets_log_access_elsewhere(buckets) -> None:
     for name in ("raw", "processed", "dataflow"):
         logging = _one(buckets.resources_of_type("google_storage_bucket")[name]["logging"])

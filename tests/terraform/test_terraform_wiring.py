@@ -87,3 +87,17 @@ def test_docs_ask_only_for_outputs_that_exist(example_dir: Path, repo_dir: Path,
         asked = set(re.findall(r"terraform (?:-chdir=\S+ )?output (?:-raw |-json )?([a-z_]+)", doc.read_text()))
         assert asked, f"{doc} never reads a terraform output"
         assert asked <= outputs, f"{doc} reads outputs that do not exist: {sorted(asked - outputs)}"
+
+
+def test_docs_name_only_settings_the_example_takes(example_dir: Path, terraform_dir: Path, repo_dir: Path, tf) -> None:
+    """infrastructure.md tells the user to keep temp_object_age_days above their longest job, and names
+    noncurrent_version_age_days as the undo window, but the root configuration it applies did not take
+    them: the only way to change either was to edit the example."""
+    module_variables = {
+        name for module in (terraform_dir / "modules").iterdir() if module.is_dir() for name in tf(module).variables
+    }
+    named = set(re.findall(r"`([a-z_]+)`", (repo_dir / "docs" / "infrastructure.md").read_text())) & module_variables
+    named -= set(tf(example_dir).outputs)  # raw_bucket and the like, which the docs name as outputs
+    assert named, "infrastructure.md names no module variable"
+    missing = sorted(named - set(tf(example_dir).variables))
+    assert not missing, f"infrastructure.md names settings the example does not take: {missing}"

@@ -2,8 +2,8 @@
 
 Locally a job runs on Beam's in-process FnApiRunner across the machine's cores
 (direct_running_mode=multi_processing), built here directly: Beam's DirectRunner would first try
-PrismRunner, which downloads a binary from the internet. Any other --runner (DataflowRunner with
---project, --region and --temp_location) is Beam's own business.
+PrismRunner, which downloads a binary from the internet. Any other --runner is Beam's own business,
+except that a Dataflow launch missing what it needs is refused here, before anything is written.
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ from typing import Any, TextIO
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 
+from dew.pipelines.flags import UsageError
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
+DATAFLOW_RUNNERS = ("DataflowRunner", "dataflow")
+_FLAGS_HINT = "`terraform output -raw dataflow_flags` prints all of them (docs/infrastructure.md)"
 
 
 def pipeline_options(rest: Sequence[str]) -> PipelineOptions:
@@ -35,9 +38,38 @@ def pipeline_options(rest: Sequence[str]) -> PipelineOptions:
             direct.direct_running_mode = "multi_processing"
         if "direct_num_workers" not in given:
             direct.direct_num_workers = os.cpu_count() or 1
+    _check_dataflow(options)
     # Workers and the launcher must resolve gs:// with the same options (project, credentials).
     FileSystems.set_options(options)
     return options
+
+
+def on_dataflow(options: PipelineOptions) -> bool:
+    return options.view_as(StandardOptions).runner in DATAFLOW_RUNNERS
+
+
+def _check_dataflow(options: PipelineOptions) -> None:
+    """Refuses a Dataflow launch that lacks what it needs, before the output is claimed.
+
+    Beam checks these only once the pipeline runs, after the job has claimed its output and loaded its
+    tokenizer; and without a gs:// temp or staging location it creates a bucket of its own in the
+    project, outside Terraform and with no lifecycle, instead of failing.
+    """
+    if not on_dataflow(options):
+        return
+    cloud = options.view_as(GoogleCloudOptions)
+    problems = [f"--{name} is missing" for name in ("project", "region") if not getattr(cloud, name)]
+    locations = [cloud.temp_location, cloud.staging_location]
+    if not any(str(where or "").startswith("gs://") for where in locations):
+        problems.append("--temp_location (or --staging_location) must be a gs:// path")
+    if problems:
+        raise UsageError(f"DataflowRunner needs them: {'; '.join(problems)}. {_FLAGS_HINT}")
+
+
+def require_remote(options: PipelineOptions, flag: str, path: str) -> None:
+    """Refuses a local path that Dataflow's workers would have to read or write: they cannot see it."""
+    if on_dataflow(options) and not path.startswith("gs://"):
+        raise UsageError(f"{flag} {path} is a local path, which Dataflow workers cannot reach: give a gs:// path")
 
 
 def local_runner(options: PipelineOptions) -> Any:
@@ -97,6 +129,7 @@ def run_committed(
     committed output again instead, for a rerun that rewrites part of it. `rate` words the job's own
     throughput line from its counters and the wall-clock seconds.
     """
+    require_remote(options, "--output", output)
     if commit.prepare_output(output, identity, overwrite=overwrite):
         if not reopen:
             print(f"{output} is already committed by this same job and inputs; nothing to do", file=sys.stderr)

@@ -109,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
     plan, identity, paths = plan_from(args)
+    for path in paths:
+        common.require_remote(options, "--input", path)
     return common.run_committed(
         plan.output, identity, options, lambda p: build(p, plan, identity, paths), overwrite=args.overwrite
     )

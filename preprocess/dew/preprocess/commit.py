@@ -71,8 +71,10 @@ def clear_output(output: str) -> None:
 def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bool:
     """Claims `output` for this job; True when it is already committed by the very same job.
 
-    Raises OutputConflictError, naming the directory and the flag, when the directory holds another run.
+    Raises OutputConflictError, naming the directory and the flag, when the directory holds another run,
+    and FileNotFoundError when its bucket does not exist.
     """
+    files.require_bucket(output)
     meta = _read_json(files.join(output, META))
     marker = _read_json(files.join(output, MARKER))
     present = [name for name in files.listing(output) if _ours(name)]

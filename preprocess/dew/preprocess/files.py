@@ -130,6 +130,30 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def require_bucket(path: str) -> None:
+    """Refuses a gs:// path whose bucket does not exist, by name, before a job writes anything there.
+
+    Without this a mistyped bucket fails later as an unexplained listing error. An identity that may
+    write objects but not read the bucket's own metadata (objectUser alone) cannot tell, so it is let
+    through to fail, if it must, on its first write.
+    """
+    if not path.startswith("gs://"):
+        return
+    from google.api_core.exceptions import Forbidden
+
+    bucket = path.removeprefix("gs://").split("/", 1)[0]
+    try:
+        found = FileSystems.get_filesystem(path)._gcsIO().get_bucket(bucket)
+    except Forbidden:
+        return
+    if found is None:
+        raise FileNotFoundError(
+            f"bucket gs://{bucket} does not exist (or not in a project this account can see), so {path} "
+            "cannot be written: create it (terraform apply in terraform/examples/dataflow_preprocess), or "
+            "fix the bucket name"
+        )
+
+
 def listing(directory: str) -> list[str]:
     """Base names of the files directly inside `directory` (none when it does not exist)."""
     pattern = join(directory, "*")

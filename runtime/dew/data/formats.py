@@ -31,7 +31,7 @@ META = "meta.json"
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
-_OVERWRITE = "rerun the preprocess job with --overwrite"
+_OVERWRITE = remote.OVERWRITE
 _log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -256,6 +256,12 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
             pass  # reported below, as for a local directory
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
+    if remote.is_remote(path) and remote.bucket_missing(path):
+        bucket = path[len("gs://") :].partition("/")[0]
+        raise FileNotFoundError(
+            f"{directory}: bucket gs://{bucket} does not exist (or is in a project this account cannot see); "
+            "check the bucket name, e.g. `terraform output -raw processed_bucket`"
+        )
     if remote.is_remote(path) or not os.path.exists(path):
         writer = SECTIONS[kind].WRITER if kind in SECTIONS else "the preprocess job"
         raise FileNotFoundError(
@@ -288,41 +294,52 @@ def local_file(path: str) -> str:
     return remote.fetch(path) if remote.is_remote(path) else path
 
 
+def _sibling_json(path: str) -> tuple[str, Any]:
+    """(where, content) of the meta.json beside a data file, local or gs://; content is None when there is none."""
+    where = os.path.join(os.path.dirname(path) or ".", META)
+    if remote.is_remote(where):
+        try:
+            return where, json.loads(remote.read_bytes(where))
+        except FileNotFoundError:
+            return where, None
+    if not os.path.exists(where):
+        return where, None
+    with open(where) as f:
+        return where, json.load(f)
+
+
+def _is_dew_meta(data: Any) -> bool:
+    return isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")
+
+
 def read_sibling_meta(path: str) -> dict[str, Any] | None:
     """The token fields (dtype, eos_id, ...) of the meta.json beside a plain data file, or None: a
     nanoGPT-style .bin has none. A dew meta.json gives its tokens section; any other JSON is taken as is."""
-    meta = os.path.join(os.path.dirname(path) or ".", META)
-    if remote.is_remote(meta):
-        try:
-            data = json.loads(remote.read_bytes(meta))
-        except FileNotFoundError:
-            return None
-    elif not os.path.exists(meta):
-        return None
-    else:
-        with open(meta) as f:
-            data = json.load(f)
-    if isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew."):
-        return Meta.from_json(data, where=meta).expect(TokensSection.KIND, meta).to_json()
+    where, data = _sibling_json(path)
+    if _is_dew_meta(data):
+        return Meta.from_json(data, where=where).expect(TokensSection.KIND, where).to_json()
     return data
 
 
 def committed_shard(path: str) -> Shard | None:
-    """meta.json's entry for a local data file read on its own out of a committed directory, so it is
-    checked as the directory's reader checks it; None for a file no dew meta.json beside it lists (a
-    nanoGPT-style .bin)."""
-    if remote.is_remote(path):
+    """meta.json's entry for a data file read on its own out of a committed directory, local or gs://,
+    so it is checked as the directory's reader checks it; None for a file no dew meta.json beside it
+    lists (a nanoGPT-style .bin)."""
+    where, data = _sibling_json(path)
+    if not _is_dew_meta(data):
         return None
-    directory, name = os.path.split(path)
-    meta = os.path.join(directory or ".", META)
-    if not os.path.exists(meta):
-        return None
-    with open(meta) as f:
-        data = json.load(f)
-    if not (isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")):
-        return None
-    shards = Meta.from_json(data, where=meta).splits.values()
+    name = os.path.basename(path)
+    shards = Meta.from_json(data, where=where).splits.values()
     return next((shard for split in shards for shard in split if shard.name == name), None)
+
+
+def checked_file(path: str) -> tuple[str, Shard | None]:
+    """(local path, meta.json's entry) of a data file read on its own: a listed shard is checked by
+    size now (a gs:// one fetched and checked by sha256 too), an unlisted file is taken as it is."""
+    shard = committed_shard(path)
+    if shard is None:
+        return local_file(path), None
+    return verify_shard(os.path.dirname(path) or ".", shard), shard
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
@@ -336,7 +353,7 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     if remote.is_remote(path):
         return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is listed in {META} but missing; rerun the preprocess job")
+        raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     size = os.path.getsize(path)
     if size != shard.bytes:
         raise ValueError(

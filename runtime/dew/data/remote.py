@@ -41,6 +41,8 @@ _DEFAULT_BUDGET = 64 << 30
 _DEFAULT_RETRY_SECONDS = 300.0
 _FIRST_DELAY = 0.25
 _MAX_DELAY = 30.0
+# A plain rerun of a committed directory does nothing; only --overwrite writes its shards again.
+OVERWRITE = "rerun the preprocess job with --overwrite"
 _RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # (connect, between bytes): a stalled connection becomes a retry instead of a hang; a slow one that
 # keeps sending is left to finish.
@@ -139,25 +141,51 @@ def _session() -> Any:
     if _SESSION is None or _SESSION[0] != os.getpid():
         require("google.cloud.storage", for_what="reading gs:// paths")  # its extra brings what follows
         import google.auth
+        import google.auth.exceptions
         import google.auth.transport.requests
         import requests
 
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             session = requests.Session()
         else:
-            credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+            try:
+                credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_only"])
+            except google.auth.exceptions.DefaultCredentialsError as error:
+                raise type(error)(
+                    f"reading gs:// needs Google credentials, and none were found ({error}). On a TPU or GCE VM "
+                    "the VM's service account is used (grant it read access: processed_readers in terraform); "
+                    "elsewhere run `gcloud auth application-default login`, or point "
+                    "GOOGLE_APPLICATION_CREDENTIALS at a service account key file"
+                ) from error
             session = google.auth.transport.requests.AuthorizedSession(credentials)
         _SESSION = (os.getpid(), session)
     return _SESSION[1]
 
 
-def _object_url(uri: str, *, media: bool) -> str:
+def _endpoint() -> str:
     endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com"
-    if "://" not in endpoint:
-        endpoint = f"http://{endpoint}"
+    return (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
+
+
+def _object_url(uri: str, *, media: bool) -> str:
     bucket, _, name = uri[len("gs://") :].partition("/")
     where = f"b/{urllib.parse.quote(bucket, safe='')}/o/{urllib.parse.quote(name, safe='')}"
-    return f"{endpoint.rstrip('/')}/{'download/' if media else ''}storage/v1/{where}"
+    return f"{_endpoint()}/{'download/' if media else ''}storage/v1/{where}"
+
+
+def bucket_missing(uri: str) -> bool:
+    """Whether the bucket of `uri` is known not to exist: asked after an object was not found, to tell a
+    mistyped bucket from a missing object. False when it exists, and when this account may read
+    objects but not the bucket's own metadata (objectViewer alone), which cannot tell."""
+    bucket = uri[len("gs://") :].partition("/")[0]
+    url = f"{_endpoint()}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}"
+    try:
+        _retrying(uri, lambda: _get(uri, url, {"fields": "name"}).close())
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _get(uri: str, url: str, params: dict[str, str]) -> Any:
@@ -308,16 +336,16 @@ def fetch(uri: str, *, size: int | None = None, sha256: str | None = None) -> st
         try:
             found = _retrying(uri, lambda: _stat(uri))
         except FileNotFoundError:
-            raise FileNotFoundError(f"{uri} is listed in meta.json but missing; rerun the preprocess job") from None
+            raise FileNotFoundError(f"{uri} is listed in meta.json but missing; {OVERWRITE}") from None
         if size is not None and found.size != size:
-            raise ValueError(f"{uri} holds {found.size} bytes but meta.json records {size}; rerun the preprocess job")
+            raise ValueError(f"{uri} holds {found.size} bytes but meta.json records {size}; {OVERWRITE}")
         _make_room(found.size)
         tmp = f"{local}.part-{os.getpid()}"
         try:
             with open(tmp, "wb") as target:
                 crc, digest = _retrying(uri, lambda: _download(uri, found, target, sha256=sha256 is not None))
             if sha256 is not None and digest != sha256:
-                raise ValueError(f"{uri} fails its sha256 check against meta.json; rerun the preprocess job")
+                raise ValueError(f"{uri} fails its sha256 check against meta.json; {OVERWRITE}")
             with open(local + _CRC_SUFFIX, "w") as f:
                 f.write(crc)
             os.replace(tmp, local)

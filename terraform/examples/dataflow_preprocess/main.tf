@@ -13,11 +13,13 @@ locals {
 module "buckets" {
   source = "../../modules/buckets"
 
-  project_id        = var.project_id
-  name_prefix       = local.name_prefix
-  location          = var.region
-  processed_readers = var.processed_readers
-  labels            = var.labels
+  project_id                  = var.project_id
+  name_prefix                 = local.name_prefix
+  location                    = var.region
+  temp_object_age_days        = var.temp_object_age_days
+  noncurrent_version_age_days = var.noncurrent_version_age_days
+  processed_readers           = var.processed_readers
+  labels                      = var.labels
 }
 
 module "registry" {

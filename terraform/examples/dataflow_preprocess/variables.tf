@@ -31,3 +31,15 @@ variable "labels" {
   description = "Labels added to the buckets and the registry, e.g. { team = \"pretraining\" }."
   default     = {}
 }
+
+variable "temp_object_age_days" {
+  type        = number
+  description = "Days after which Dataflow's temp/ and staging/ files are deleted; keep it above the longest job, since workers added by autoscaling read the staged files."
+  default     = 7
+}
+
+variable "noncurrent_version_age_days" {
+  type        = number
+  description = "Days a replaced or deleted object of the raw and processed buckets stays recoverable."
+  default     = 30
+}

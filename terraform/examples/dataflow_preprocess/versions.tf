@@ -5,7 +5,7 @@ terraform {
     google = {
       source = "hashicorp/google"
       # The range every module under ../../modules accepts.
-      version = ">= 5.0, < 7.0"
+      version = ">= 5.22, < 7.0"
     }
   }
 }

@@ -119,6 +119,12 @@ resource "google_storage_bucket" "dataflow" {
   public_access_prevention    = "enforced"
   labels                      = merge(local.labels, { dew_bucket = "dataflow" })
 
+  # Every job writes and deletes its temp/ and staging/ files; the default 7-day soft delete would
+  # bill each deleted one for another week (Beam warns about it at launch). Scratch needs no undelete.
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
+
   lifecycle_rule {
     condition {
       age            = var.temp_object_age_days

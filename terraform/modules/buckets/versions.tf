@@ -4,9 +4,9 @@ terraform {
   required_providers {
     google = {
       source = "hashicorp/google"
-      # The arguments used here exist throughout 5.x and 6.x; 7.0, the next major release, may
-      # remove or rename some of them, so it must be adopted deliberately.
-      version = ">= 5.0, < 7.0"
+      # soft_delete_policy arrived in 5.22 and every other argument used here before it; 7.0, the
+      # next major release, may remove or rename some of them, so it must be adopted deliberately.
+      version = ">= 5.22, < 7.0"
     }
   }
 }

@@ -4,9 +4,9 @@ terraform {
   required_providers {
     google = {
       source = "hashicorp/google"
-      # The arguments used here exist throughout 5.x and 6.x; 7.0, the next major release, may
-      # remove or rename some of them, so it must be adopted deliberately.
-      version = ">= 5.0, < 7.0"
+      # One range for every configuration: 5.22 brought the buckets' soft_delete_policy; 7.0, the
+      # next major release, may remove or rename arguments, so it must be adopted deliberately.
+      version = ">= 5.22, < 7.0"
     }
   }
 }

@@ -53,18 +53,18 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         return TokenColumn(files, column=field, pieces=pieces, shards=checked, **common)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
-    sibling = formats.read_sibling_meta(path) or {}
-    path = formats.local_file(path)
-    dtype = np.dtype(sibling.get("dtype", "uint16"))
     if path.endswith(".bin"):
-        return TokenBytes(path)
-    shard = formats.committed_shard(path)
+        return TokenBytes(path)  # it reads the meta.json beside the path, not beside a cached copy
+    sibling = formats.read_sibling_meta(path) or {}
+    # A gs:// shard is checked as it is fetched; a local one when it is first opened.
+    local, shard = formats.checked_file(path)
     common = {
-        "dtype": dtype,
+        "dtype": np.dtype(sibling.get("dtype", "uint16")),
         "eos_id": sibling.get("eos_id"),
         "vocab_size": sibling.get("vocab_size"),
-        "shards": None if shard is None else [shard],
+        "shards": None if shard is None or remote.is_remote(path) else [shard],
     }
+    path = local
     if path.endswith(".array_record"):
         return TokenRecords([path], field=field, **common)
     if path.endswith(".parquet"):

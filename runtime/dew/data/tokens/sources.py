@@ -123,12 +123,10 @@ class TokenBytes:
             sibling = formats.read_sibling_meta(path)
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = _dtype_from_meta(sibling, where)
-            self.files = (formats.local_file(path),)
             # One shard of a committed directory, read on its own, is checked like the directory's own.
-            shard = formats.committed_shard(path)
+            local, shard = formats.checked_file(path)
+            self.files = (local,)
             self._directory = os.path.dirname(path) or "."
-            if shard is not None:
-                formats.verify_shard(self._directory, shard)
             self._shards = None if shard is None else (shard,)
             self._fingerprint = None
             self.vocab_size = sibling.get("vocab_size") if sibling else None
