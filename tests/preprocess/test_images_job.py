@@ -295,3 +295,17 @@ def test_inputs_that_cannot_make_one_directory_are_refused(image_folder: Path, t
         find_sources([str(tmp_path / "dict")])
     with pytest.raises(UsageError, match=r"no \{label\}"):
         images_job.main(["--input", str(tmp_path / "loose.png"), "--output", str(tmp_path / "o")])
+
+
+def test_a_job_whose_filters_drop_every_image_fails_and_commits_nothing(tmp_path: Path) -> None:
+    (tmp_path / "folder" / "cat").mkdir(parents=True)
+    (tmp_path / "folder" / "cat" / "coffee.png").write_bytes(good_images()["coffee.png"])
+    out = tmp_path / "out"
+    from dew.preprocess.drops import TooManyDropsError
+
+    with pytest.raises(TooManyDropsError, match=r"wrote none of 1 images(.|\n)*too_small: 1 .*--min_size"):
+        run_images(out, "--input", str(tmp_path / "folder"), "--min_size", "100000")
+    assert not (out / formats.META).exists()
+    assert not list(out.glob("*.array_record"))
+    run_images(out, "--input", str(tmp_path / "folder"))  # the corrected flags need no --overwrite
+    assert len(read_records(out)) == 1
