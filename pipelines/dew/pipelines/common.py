@@ -19,6 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from dew.pipelines import worker_logs
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 
@@ -130,3 +131,4 @@ def configure_logging(verbose: bool = False) -> None:
     # failed worker's whole traceback at ERROR, which buries the one line the failure is reported in.
     # A failure still raises with that traceback in it; --verbose shows Beam's logs as they come.
     logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    worker_logs.route_worker_lines(verbose)  # dew's own lines from the workers (progress) always show
