@@ -131,4 +131,5 @@ def configure_logging(verbose: bool = False) -> None:
     # failed worker's whole traceback at ERROR, which buries the one line the failure is reported in.
     # A failure still raises with that traceback in it; --verbose shows Beam's logs as they come.
     logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.CRITICAL)
-    worker_logs.route_worker_lines(verbose)  # dew's own lines from the workers (progress) always show
+    # Silencing Beam also silenced the progress dew's workers log through it under multi_processing.
+    worker_logs.route_worker_logs(verbose=verbose)
