@@ -103,6 +103,11 @@ def test_records_without_captions_refuse_a_tokenizer(tmp_path) -> None:
         images.load(batch=2, tokenize=lambda captions: {})
 
 
+def test_a_split_the_directory_lacks_is_refused_naming_the_directory_and_its_splits(committed) -> None:
+    with pytest.raises(ValueError, match=rf"{committed} has no split 'test'; its splits: train: give split="):
+        spec(committed, split="test").load(batch=2)
+
+
 def test_a_malformed_record_is_refused_naming_its_shard_and_record(tmp_path) -> None:
     good = support.records(3)
     from dew.data.codec import pack_dict_of_byte_arrays

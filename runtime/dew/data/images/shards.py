@@ -178,9 +178,16 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
     meta = formats.read_meta(directory, kind="images")
     section = meta.section
     assert isinstance(section, ImagesSection)
+    if split not in meta.splits:
+        raise ValueError(
+            f"{directory} has no split {split!r}; its splits: {', '.join(sorted(meta.splits))}: give split= one of them"
+        )
     shards = meta.shards(split)
     if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
-        raise ValueError(f"{directory}: split {split!r} is not held in .array_record shards")
+        raise ValueError(
+            f"{directory}: split {split!r} is not held in .array_record shards, the only ones the image readers "
+            "read; rerun the images job with --format array_record (its default)"
+        )
     # A local shard's size is checked now, its content when a reader first opens it; a gs:// one is
     # checked whole after its fetch, when a reader first opens it.
     files = [
