@@ -174,6 +174,11 @@ def test_caption_tokenize_copies_images_and_adds_ids_the_tokenizer_decodes(
             assert real[0] == tokenizer.bos_id and real[-1] == tokenizer.eos_id
             assert tokenizer.tokenizer.decode(real, skip_special_tokens=True) == record["caption"].decode()
             assert set(ids[mask == 0].tolist()) == {tokenizer.tokenizer.pad_token_id}
+    # Refused on the launcher as a usage error (one line, exit 2), not a traceback from pipeline building.
+    with pytest.raises(UsageError, match=rf"{out} already holds captions tokenized by"):
+        caption_tokenize_job.main(["--input", str(out), "--output", str(tmp_path / "twice"), *flags])
+    with pytest.raises(FileNotFoundError, match=r"never committed.*`dew-preprocess images \.\.\. --output"):
+        caption_tokenize_job.main(["--input", str(image_folder), "--output", str(tmp_path / "raw"), *flags])
 
 
 @pytest.mark.beam

@@ -241,13 +241,17 @@ def write_meta(directory: str, meta: Meta) -> None:
 def read_meta(directory: str, kind: str | None = None) -> Meta:
     """The committed meta.json of a directory, refusing an uncommitted one by path, and one holding
     records of another kind than `kind` (when given) by the kind it holds."""
-    meta = _read_meta(directory)
+    meta = _read_meta(directory, kind)
     if kind is not None:
         meta.expect(kind, directory)
     return meta
 
 
-def _read_meta(directory: str) -> Meta:
+# The job that commits a directory of each kind, named in the refusal of one never committed.
+_WRITING_JOB = {"tokens": "tokenize", "images": "images", "clips": "decode-clips"}
+
+
+def _read_meta(directory: str, kind: str | None = None) -> Meta:
     path = os.path.join(directory, META)
     if remote.is_remote(path):
         try:
@@ -257,10 +261,11 @@ def _read_meta(directory: str) -> Meta:
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
     if remote.is_remote(path) or not os.path.exists(path):
+        job = _WRITING_JOB.get(kind or "", "tokenize|images|decode-clips")
         raise FileNotFoundError(
             f"{directory} has no {META}: the corpus was never committed (a preprocess job still running, "
-            "or one that crashed). Rerun `dew-preprocess tokenize ... --output "
-            f"{directory}`; it skips shards already committed."
+            f"or one that crashed, or never run there). Run `dew-preprocess {job} ... --output "
+            f"{directory}`; a rerun skips shards already committed."
         )
     try:
         with open(path) as f:
