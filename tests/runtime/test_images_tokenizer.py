@@ -9,7 +9,7 @@ import pytest
 
 from dew.data import ArrayRecordImages, AutoTextTokenizer, Batch, Loading
 from tests.runtime import image_support as support
-from tests.support import read_global
+from tests.support import assert_resume_exact, read_global
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -57,6 +57,23 @@ def test_an_image_spec_stores_its_tokenized_captions_under_text(clip_like, tmp_p
     np.testing.assert_array_equal(batch["text"]["input_ids"], tokenize(batch["caption"])["input_ids"])
     assert batch["text"]["attention_mask"].shape == (4, 77)
     assert set(batch) <= set(Batch.__annotations__)  # Batch names every key an image spec emits
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 2), (4, 1)])
+def test_a_tokenized_augmented_stream_resumes_on_another_share_count(clip_like, tmp_path, before, after) -> None:
+    support.write_committed(str(tmp_path), {"train": [support.records(12)]})
+    images = ArrayRecordImages(
+        str(tmp_path),
+        image_size=16,
+        crop_scale=1.25,
+        random_crop=True,
+        flip=True,
+        seed=3,
+        val_batches=0,
+        loading=Loading(workers=0, threads=2),
+    )
+    data = images.load(batch=4, tokenize=AutoTextTokenizer(modelname=clip_like))
+    assert_resume_exact(data.train, steps=5, stop_at=2, count_before=before, count_after=after)
 
 
 def test_a_tokenizer_without_a_context_is_refused(tmp_path) -> None:
