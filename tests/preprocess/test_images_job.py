@@ -298,6 +298,11 @@ def test_inputs_that_cannot_make_one_directory_are_refused(image_folder: Path, t
     (tmp_path / "dict" / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
     with pytest.raises(ValueError, match=r"DatasetDict.*\['test', 'train'\]"):
         find_sources([str(tmp_path / "dict")])
+    (image_folder / "cat" / "more").mkdir()
+    (image_folder / "cat" / "more" / "deeper.png").write_bytes(good_images()["coins.png"])
+    (image_folder / "beside.png").write_bytes(good_images()["coins.png"])
+    with pytest.raises(ValueError, match=r"2 images lie elsewhere in it \(beside.png, cat/more/deeper.png\)"):
+        find_sources([str(image_folder)])
     with pytest.raises(UsageError, match=r"no \{label\}"):
         images_job.main(["--input", str(tmp_path / "loose.png"), "--output", str(tmp_path / "o")])
 
