@@ -225,8 +225,8 @@ def _extras(source: Any) -> tuple[str, ...]:
 
 
 def _uncaptioned(source: Any) -> Any:
-    """The source with any stored caption left out: the class name writes it instead."""
+    """The source with any stored caption left out, and the token ids stored for it: the class name
+    writes the caption instead, and ids of the caption it replaces would describe another text."""
     inner = getattr(source, "source", source)
-    if inner.fields.caption is not None:
-        inner.fields = dataclasses.replace(inner.fields, caption=None)
+    inner.fields = dataclasses.replace(inner.fields, caption=None, token_ids=False)
     return source
