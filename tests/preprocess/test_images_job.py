@@ -319,3 +319,26 @@ def test_a_job_whose_filters_drop_every_image_fails_and_commits_nothing(tmp_path
     assert not list(out.glob("*.array_record"))
     run_images(out, "--input", str(tmp_path / "folder"))  # the corrected flags need no --overwrite
     assert len(read_records(out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "refusal"),
+    [
+        ("--quality", "0", r"--quality must be in 1\.\.100, got 0"),
+        ("--caption_template", "a photo of a {lable}", r"can name only \{label\} and \{stem\} \(KeyError\('lable'\)\)"),
+    ],
+)
+def test_flags_a_worker_would_fail_on_are_refused_on_the_launcher(
+    image_folder: Path, tmp_path: Path, flag: str, value: str, refusal: str
+) -> None:
+    with pytest.raises(UsageError, match=refusal):
+        run_images(tmp_path / "out", "--input", str(image_folder), flag, value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_size_of_zero_is_refused_not_taken_as_one_byte(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_images(tmp_path / "out", "--input", str(image_folder), "--shard_size_mb", "0")
+    assert "--shard_size_mb: takes a number above 0, got '0'" in capsys.readouterr().err

@@ -54,6 +54,17 @@ def _truth(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"takes true or false, got {text!r}")
 
 
+def positive(text: str) -> float:
+    """An argparse type: a number above zero (a size a job divides by), refused by the parser otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"takes a number above 0, got {text!r}")
+    return value
+
+
 def switch(p: argparse.ArgumentParser, name: str, help: str) -> None:
     """A boolean flag: `--pack` and `--no-pack`, and `--pack=true` / `--pack=false` as flex templates pass it.
 

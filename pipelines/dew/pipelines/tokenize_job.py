@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
-    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size, MiB")
+    p.add_argument("--shard_size_mb", type=flags.positive, default=256.0, help="target shard size, MiB")
     p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
     p.add_argument(
         "--seq_len", type=int, action="append", default=[], help="tokens; also write a packing plan; repeatable"

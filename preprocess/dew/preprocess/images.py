@@ -92,6 +92,8 @@ class ImagesPlan:
             raise ValueError(f"image shards are array_record or parquet, not {self.ext!r}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if not 1 <= self.quality <= 100:
+            raise ValueError(f"--quality must be in 1..100, got {self.quality}")
         if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
             raise ValueError("shard_bytes and num_shards must be positive")
         self.section()  # an encoding or field list the contract refuses is a usage error, now
