@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         options,
         build,
         overwrite=args.overwrite,
-        rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.0f}, wall clock",
+        rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.1f}, wall clock",
     )
 
 
