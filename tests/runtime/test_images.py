@@ -94,6 +94,13 @@ def test_a_raw_shard_set_reads_its_img2dataset_fields(tmp_path) -> None:
     assert set(batch) == {"image", "caption", "key"} and batch["image"].shape == (4, 32, 32, 3)
 
 
+def test_a_committed_directory_named_in_shards_is_refused_not_read_with_its_val_split(tmp_path) -> None:
+    rows = support.records(6)
+    support.write_committed(str(tmp_path / "root" / "done"), {"train": [rows[:4]], "val": [rows[4:]]})
+    with pytest.raises(ValueError, match=r"done is a committed images directory .*read it as ArrayRecordImages\("):
+        spec(str(tmp_path / "root"), shards=("done",), val_batches=0).load(batch=2)
+
+
 def test_records_without_captions_refuse_a_tokenizer(tmp_path) -> None:
     support.write_raw_set(str(tmp_path), [support.records(4, image="jpg", caption=None)])
     images = spec(str(tmp_path), val_batches=0)

@@ -201,7 +201,16 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
 
 
 def raw_files(directory: str) -> list[str]:
-    """The `*.array_record` files of a raw shard set, in name order."""
+    """The `*.array_record` files of a raw shard set, in name order.
+
+    A committed directory is refused: read as a raw set, its val shards would join its training
+    records, unchecked against meta.json.
+    """
+    if formats.exists(os.path.join(directory, formats.META)):
+        raise ValueError(
+            f"{directory} is a committed images directory (it holds {formats.META}), not a raw shard set; "
+            f"read it as ArrayRecordImages({directory!r}), which keeps its val split apart and checks its shards"
+        )
     if remote.is_remote(directory):
         names = remote.list_names(directory)
     elif os.path.isdir(directory):
