@@ -81,3 +81,26 @@ def test_a_tokenizer_without_a_context_is_refused(tmp_path) -> None:
     transformers.PreTrainedTokenizerFast(tokenizer_object=model, pad_token="<pad>").save_pretrained(str(tmp_path))
     with pytest.raises(ValueError, match="declares no context length"):
         AutoTextTokenizer(modelname=str(tmp_path))(["x"])
+
+
+def test_stored_ids_accept_the_same_tokenizer_under_another_path_and_refuse_another(clip_like, tmp_path) -> None:
+    tokenize = AutoTextTokenizer(modelname=clip_like)
+    rows = support.records(4)
+    for row in rows:
+        ids = tokenize(row["caption"].decode())
+        row["input_ids"], row["attention_mask"] = (ids[k][0].astype("<i4").tobytes() for k in ids)
+    support.write_committed(
+        str(tmp_path / "d"),
+        {"train": [rows]},
+        caption_tokenizer="elsewhere/clip-like",
+        caption_tokenizer_hash=tokenize.fingerprint(),
+        caption_length=77,
+    )
+    images = ArrayRecordImages(str(tmp_path / "d"), image_size=16, val_batches=0, loading=Loading(workers=0, threads=2))
+    images.load(batch=2, tokenize=AutoTextTokenizer(modelname=clip_like + "/"))
+    other = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<pad>": 0, "<unk>": 1, "photo": 2}, unk_token="<unk>"))
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=other, model_max_length=77, pad_token="<pad>"
+    ).save_pretrained(str(tmp_path / "other"))
+    with pytest.raises(ValueError, match=r"tokenized offline by 'elsewhere/clip-like', and tokenize= is '.*other'"):
+        images.load(batch=2, tokenize=AutoTextTokenizer(modelname=str(tmp_path / "other")))
