@@ -144,7 +144,7 @@ def test_oxford_flowers_reads_its_default_directory_or_says_how_to_prepare_it(tm
         OxfordFlowers(image_size=128).load(batch=32)
     message = str(missing.value)
     assert f"no prepared Oxford Flowers 102 at {expected} (path is unset: $DEW_DATA_DIR/oxford_flowers102" in message
-    assert f"dew-preprocess images --input <the ImageFolder copy> --output {expected}\n" in message
+    assert f"dew-preprocess images --input <the ImageFolder copy> --output {expected} --val_fraction 0.05\n" in message
     with pytest.raises(FileNotFoundError, match=f"no prepared Oxford Flowers 102 at {tmp_path}/elsewhere: "):
         OxfordFlowers(path=str(tmp_path / "elsewhere")).load(batch=2)
 

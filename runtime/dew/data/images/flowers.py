@@ -199,7 +199,7 @@ class OxfordFlowers(ArrayRecordImages):
             raise FileNotFoundError(
                 f"no prepared Oxford Flowers 102 at {path}{looked}: it holds no committed {formats.META}. Prepare it "
                 "from an ImageFolder copy of the dataset (one folder a class, named 1..102 or by class name) with\n"
-                f"    dew-preprocess images --input <the ImageFolder copy> --output {path}\n"
+                f"    dew-preprocess images --input <the ImageFolder copy> --output {path} --val_fraction 0.05\n"
                 "or give OxfordFlowers(path=...) a directory that job wrote"
             )
         return path
