@@ -67,6 +67,14 @@ def test_a_mistyped_flag_is_refused_naming_the_closest(
     assert not out.exists()
 
 
+def test_a_misspelt_required_flag_is_named_as_misspelt_not_as_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["images", "--input", str(tmp_path), "--ouput", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown flag --ouput: did you mean --output?" in err and "required" not in err
+
+
 def test_job_flags_beam_flags_and_template_values_are_accepted() -> None:
     from dew.pipelines import tokenize_job
 

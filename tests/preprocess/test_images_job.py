@@ -174,6 +174,11 @@ def test_caption_tokenize_copies_images_and_adds_ids_the_tokenizer_decodes(
             assert real[0] == tokenizer.bos_id and real[-1] == tokenizer.eos_id
             assert tokenizer.tokenizer.decode(real, skip_special_tokens=True) == record["caption"].decode()
             assert set(ids[mask == 0].tolist()) == {tokenizer.tokenizer.pad_token_id}
+    # Refused on the launcher as a usage error (one line, exit 2), not a traceback from pipeline building.
+    with pytest.raises(UsageError, match=rf"{out} already holds captions tokenized by"):
+        caption_tokenize_job.main(["--input", str(out), "--output", str(tmp_path / "twice"), *flags])
+    with pytest.raises(FileNotFoundError, match=r"never committed.*`dew-preprocess images \.\.\. --output"):
+        caption_tokenize_job.main(["--input", str(image_folder), "--output", str(tmp_path / "raw"), *flags])
 
 
 @pytest.mark.beam
@@ -293,5 +298,47 @@ def test_inputs_that_cannot_make_one_directory_are_refused(image_folder: Path, t
     (tmp_path / "dict" / "dataset_dict.json").write_text(json.dumps({"splits": ["train", "test"]}))
     with pytest.raises(ValueError, match=r"DatasetDict.*\['test', 'train'\]"):
         find_sources([str(tmp_path / "dict")])
+    (image_folder / "cat" / "more").mkdir()
+    (image_folder / "cat" / "more" / "deeper.png").write_bytes(good_images()["coins.png"])
+    (image_folder / "beside.png").write_bytes(good_images()["coins.png"])
+    with pytest.raises(ValueError, match=r"2 images lie elsewhere in it \(beside.png, cat/more/deeper.png\)"):
+        find_sources([str(image_folder)])
     with pytest.raises(UsageError, match=r"no \{label\}"):
         images_job.main(["--input", str(tmp_path / "loose.png"), "--output", str(tmp_path / "o")])
+
+
+def test_a_job_whose_filters_drop_every_image_fails_and_commits_nothing(tmp_path: Path) -> None:
+    (tmp_path / "folder" / "cat").mkdir(parents=True)
+    (tmp_path / "folder" / "cat" / "coffee.png").write_bytes(good_images()["coffee.png"])
+    out = tmp_path / "out"
+    from dew.preprocess.drops import TooManyDropsError
+
+    with pytest.raises(TooManyDropsError, match=r"wrote none of 1 images(.|\n)*too_small: 1 .*--min_size"):
+        run_images(out, "--input", str(tmp_path / "folder"), "--min_size", "100000")
+    assert not (out / formats.META).exists()
+    assert not list(out.glob("*.array_record"))
+    run_images(out, "--input", str(tmp_path / "folder"))  # the corrected flags need no --overwrite
+    assert len(read_records(out)) == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "refusal"),
+    [
+        ("--quality", "0", r"--quality must be in 1\.\.100, got 0"),
+        ("--caption_template", "a photo of a {lable}", r"can name only \{label\} and \{stem\} \(KeyError\('lable'\)\)"),
+    ],
+)
+def test_flags_a_worker_would_fail_on_are_refused_on_the_launcher(
+    image_folder: Path, tmp_path: Path, flag: str, value: str, refusal: str
+) -> None:
+    with pytest.raises(UsageError, match=refusal):
+        run_images(tmp_path / "out", "--input", str(image_folder), flag, value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_size_of_zero_is_refused_not_taken_as_one_byte(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_images(tmp_path / "out", "--input", str(image_folder), "--shard_size_mb", "0")
+    assert "--shard_size_mb: takes a number above 0, got '0'" in capsys.readouterr().err

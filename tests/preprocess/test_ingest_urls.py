@@ -196,3 +196,15 @@ def _urls(table: Path) -> list[str]:
     import pyarrow.parquet as pq
 
     return pq.read_table(table, columns=["url"]).column("url").to_pylist()
+
+
+def test_a_run_that_writes_nothing_and_could_refetch_nothing_fails_uncommitted(tmp_path: Path) -> None:
+    from dew.preprocess.drops import TooManyDropsError
+
+    (tmp_path / "in").mkdir()
+    rows = [json.dumps({"url": f"http://127.0.0.1:9/{i}.jpg", "caption": "c"}) for i in range(3)]
+    (tmp_path / "in" / "urls.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    with pytest.raises(TooManyDropsError, match=r"wrote none of 3 urls(.|\n)*missing_field: 3 .*--url_field"):
+        run(out, tmp_path / "in", "--url_field", "URL")
+    assert not (out / "meta.json").exists() and not list(out.glob("*.status.parquet"))

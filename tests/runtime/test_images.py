@@ -94,6 +94,13 @@ def test_a_raw_shard_set_reads_its_img2dataset_fields(tmp_path) -> None:
     assert set(batch) == {"image", "caption", "key"} and batch["image"].shape == (4, 32, 32, 3)
 
 
+def test_a_committed_directory_named_in_shards_is_refused_not_read_with_its_val_split(tmp_path) -> None:
+    rows = support.records(6)
+    support.write_committed(str(tmp_path / "root" / "done"), {"train": [rows[:4]], "val": [rows[4:]]})
+    with pytest.raises(ValueError, match=r"done is a committed images directory .*read it as ArrayRecordImages\("):
+        spec(str(tmp_path / "root"), shards=("done",), val_batches=0).load(batch=2)
+
+
 def test_records_without_captions_refuse_a_tokenizer(tmp_path) -> None:
     support.write_raw_set(str(tmp_path), [support.records(4, image="jpg", caption=None)])
     images = spec(str(tmp_path), val_batches=0)
@@ -101,6 +108,11 @@ def test_records_without_captions_refuse_a_tokenizer(tmp_path) -> None:
     assert set(batch) == {"image"}
     with pytest.raises(ValueError, match="carries no captions"):
         images.load(batch=2, tokenize=lambda captions: {})
+
+
+def test_a_split_the_directory_lacks_is_refused_naming_the_directory_and_its_splits(committed) -> None:
+    with pytest.raises(ValueError, match=rf"{committed} has no split 'test'; its splits: train: give split="):
+        spec(committed, split="test").load(batch=2)
 
 
 def test_a_malformed_record_is_refused_naming_its_shard_and_record(tmp_path) -> None:

@@ -109,6 +109,22 @@ def test_oxford_flowers_captions_each_photograph_from_its_class(tmp_path) -> Non
     assert batch["text"]["input_ids"].shape == (2, 3)
 
 
+def test_oxford_flowers_drops_token_ids_stored_for_the_captions_it_replaces(tmp_path) -> None:
+    rows = support.records(4, label=[b"1", b"2", b"3", b"4"])
+    for row in rows:
+        row["input_ids"] = np.arange(5, dtype="<i4").tobytes()
+        row["attention_mask"] = np.ones(5, dtype="<i4").tobytes()
+    support.write_committed(
+        str(tmp_path), {"train": [rows]}, caption_tokenizer="tiny-clip", caption_tokenizer_hash="h", caption_length=5
+    )
+    flowers = OxfordFlowers(path=str(tmp_path), image_size=24, val_batches=0, loading=FAST)
+    (batch,), _ = read_global(flowers.load(batch=2).train, 1, 1)
+    assert set(batch) == {"image", "caption"}
+    tokenize = lambda c: {"input_ids": np.full((len(c), 3), 7, np.int32)}  # noqa: E731
+    (batch,), _ = read_global(flowers.load(batch=2, tokenize=tokenize).train, 1, 1)
+    assert set(batch) == {"image", "caption", "text"} and batch["text"]["input_ids"].tolist() == [[7] * 3] * 2
+
+
 def test_oxford_flowers_refuses_records_without_a_class(tmp_path) -> None:
     support.write_committed(str(tmp_path / "plain"), {"train": [support.records(4)]})
     with pytest.raises(ValueError, match="carry no `label` field"):
@@ -128,7 +144,7 @@ def test_oxford_flowers_reads_its_default_directory_or_says_how_to_prepare_it(tm
         OxfordFlowers(image_size=128).load(batch=32)
     message = str(missing.value)
     assert f"no prepared Oxford Flowers 102 at {expected} (path is unset: $DEW_DATA_DIR/oxford_flowers102" in message
-    assert f"dew-preprocess images --input <the ImageFolder copy> --output {expected}\n" in message
+    assert f"dew-preprocess images --input <the ImageFolder copy> --output {expected} --val_fraction 0.05\n" in message
     with pytest.raises(FileNotFoundError, match=f"no prepared Oxford Flowers 102 at {tmp_path}/elsewhere: "):
         OxfordFlowers(path=str(tmp_path / "elsewhere")).load(batch=2)
 

@@ -9,7 +9,7 @@ import pytest
 
 from dew.data import ArrayRecordImages, AutoTextTokenizer, Batch, Loading
 from tests.runtime import image_support as support
-from tests.support import read_global
+from tests.support import assert_resume_exact, read_global
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -59,8 +59,48 @@ def test_an_image_spec_stores_its_tokenized_captions_under_text(clip_like, tmp_p
     assert set(batch) <= set(Batch.__annotations__)  # Batch names every key an image spec emits
 
 
+@pytest.mark.parametrize(("before", "after"), [(1, 2), (4, 1)])
+def test_a_tokenized_augmented_stream_resumes_on_another_share_count(clip_like, tmp_path, before, after) -> None:
+    support.write_committed(str(tmp_path), {"train": [support.records(12)]})
+    images = ArrayRecordImages(
+        str(tmp_path),
+        image_size=16,
+        crop_scale=1.25,
+        random_crop=True,
+        flip=True,
+        seed=3,
+        val_batches=0,
+        loading=Loading(workers=0, threads=2),
+    )
+    data = images.load(batch=4, tokenize=AutoTextTokenizer(modelname=clip_like))
+    assert_resume_exact(data.train, steps=5, stop_at=2, count_before=before, count_after=after)
+
+
 def test_a_tokenizer_without_a_context_is_refused(tmp_path) -> None:
     model = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<pad>": 0, "<unk>": 1}, unk_token="<unk>"))
     transformers.PreTrainedTokenizerFast(tokenizer_object=model, pad_token="<pad>").save_pretrained(str(tmp_path))
     with pytest.raises(ValueError, match="declares no context length"):
         AutoTextTokenizer(modelname=str(tmp_path))(["x"])
+
+
+def test_stored_ids_accept_the_same_tokenizer_under_another_path_and_refuse_another(clip_like, tmp_path) -> None:
+    tokenize = AutoTextTokenizer(modelname=clip_like)
+    rows = support.records(4)
+    for row in rows:
+        ids = tokenize(row["caption"].decode())
+        row["input_ids"], row["attention_mask"] = (ids[k][0].astype("<i4").tobytes() for k in ids)
+    support.write_committed(
+        str(tmp_path / "d"),
+        {"train": [rows]},
+        caption_tokenizer="elsewhere/clip-like",
+        caption_tokenizer_hash=tokenize.fingerprint(),
+        caption_length=77,
+    )
+    images = ArrayRecordImages(str(tmp_path / "d"), image_size=16, val_batches=0, loading=Loading(workers=0, threads=2))
+    images.load(batch=2, tokenize=AutoTextTokenizer(modelname=clip_like + "/"))
+    other = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<pad>": 0, "<unk>": 1, "photo": 2}, unk_token="<unk>"))
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=other, model_max_length=77, pad_token="<pad>"
+    ).save_pretrained(str(tmp_path / "other"))
+    with pytest.raises(ValueError, match=r"tokenized offline by 'elsewhere/clip-like', and tokenize= is '.*other'"):
+        images.load(batch=2, tokenize=AutoTextTokenizer(modelname=str(tmp_path / "other")))

@@ -103,6 +103,14 @@ _READ_WITH_WORKERS = """
 """
 
 
+def test_a_script_piped_into_python_is_refused_before_its_workers_die_starting(monkeypatch) -> None:
+    piped = type(sys)("__main__")
+    piped.__file__, piped.__spec__ = "<stdin>", None
+    monkeypatch.setitem(sys.modules, "__main__", piped)
+    with pytest.raises(RuntimeError, match=r"'<stdin>', not a file worker processes can re-run.*Loading\(workers=0\)"):
+        workers.check_main_guard()
+
+
 @pytest.mark.slow
 def test_a_script_without_a_main_guard_gets_one_error_naming_the_fix(tmp_path) -> None:
     process = _run_script(

@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from dew.data import formats
 from dew.pipelines import common, flags
-from dew.preprocess.captions import TokenizeCaptions, describe, ranges
+from dew.preprocess.captions import TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
 
 
@@ -41,8 +41,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if len(args.input) != 1:
         raise flags.UsageError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
     options = common.pipeline_options(rest)
-    plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
-    source = formats.read_meta(plan.input, kind="images")
+    try:
+        # A tokenizer that cannot pad, an input of another kind or one tokenized already is the user's
+        # to fix: refused here as a usage error, not as a traceback from inside pipeline construction.
+        plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
+        source = formats.read_meta(plan.input, kind="images")
+        tokenized_section(source.section, plan)
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())
 
     def build(pipeline: beam.Pipeline) -> object:
@@ -55,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         options,
         build,
         overwrite=args.overwrite,
-        rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.0f}, wall clock",
+        rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.1f}, wall clock",
     )
 
 

@@ -19,6 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 
+from dew.pipelines import worker_logs
 from dew.pipelines.flags import UsageError
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
@@ -163,3 +164,5 @@ def configure_logging(verbose: bool = False) -> None:
     # failed worker's whole traceback at ERROR, which buries the one line the failure is reported in.
     # A failure still raises with that traceback in it; --verbose shows Beam's logs as they come.
     logging.getLogger("apache_beam").setLevel(logging.INFO if verbose else logging.CRITICAL)
+    # Silencing Beam also silenced the progress dew's workers log through it under multi_processing.
+    worker_logs.route_worker_logs(verbose=verbose)

@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
         "--no_audio", default="silence", choices=NO_AUDIO_POLICIES, help="a video without audio: silence or drop"
     )
     p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
-    p.add_argument("--shard_size_mb", type=float, default=256.0, help="target shard size")
+    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
     p.add_argument("--num_shards", type=int, default=None, help="shard count, instead of by size")
     flags.switch(p, "--strict", "fail on the first bad video, naming it, instead of counting it by reason")
     flags.switch(p, "--overwrite", "replace an output written by another config")

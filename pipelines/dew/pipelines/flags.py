@@ -10,9 +10,10 @@ parser does: `--seq` silently meaning `--seq_len` today could mean another flag 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 
@@ -111,8 +112,30 @@ def beam_parser() -> argparse.ArgumentParser:
 
 
 def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None, *, beam: bool) -> tuple[Any, list[str]]:
-    """(the job's flags, the Beam flags) of argv; anything else raises UsageError, suggesting a flag."""
-    args, rest = p.parse_known_args(argv)
+    """(the job's flags, the Beam flags) of argv; anything else raises UsageError, suggesting a flag.
+
+    Unknown flags are found before a missing required one is: `--ouput x` is a misspelt --output, and
+    saying only that --output is missing would hide the typo.
+    """
+    with _nothing_required(p):
+        _, rest = p.parse_known_args(argv)
+    _refuse_unknown(p, rest, beam=beam)
+    return p.parse_known_args(argv)
+
+
+@contextlib.contextmanager
+def _nothing_required(p: argparse.ArgumentParser) -> Iterator[None]:
+    required = [action for action in p._actions if action.required]
+    for action in required:
+        action.required = False
+    try:
+        yield
+    finally:
+        for action in required:
+            action.required = True
+
+
+def _refuse_unknown(p: argparse.ArgumentParser, rest: list[str], *, beam: bool) -> None:
     known = option_strings(p)
     unknown = rest
     if beam and rest:
@@ -121,7 +144,6 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None, *, beam: bool)
         known += option_strings(other)
     if unknown:
         raise UsageError(_refusal(p.prog, unknown, known, beam=beam))
-    return args, rest
 
 
 def _refusal(prog: str, unknown: list[str], known: list[str], *, beam: bool) -> str:

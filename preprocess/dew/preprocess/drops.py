@@ -27,19 +27,29 @@ class TooManyDropsError(ValueError):
     """The job wrote no document, or dropped more than it may: nothing was committed."""
 
 
-def check_drops(stats: Mapping[str, Any], max_drop_fraction: float) -> None:
-    """Raises TooManyDropsError when stats.json's books show nothing written or too much dropped."""
-    read, written = stats["documents_in"], stats["documents_written"]
+def check_drops(
+    stats: Mapping[str, Any],
+    max_drop_fraction: float,
+    *,
+    unit: str = "documents",
+    hints: Mapping[str, str] = _HINTS,
+) -> None:
+    """Raises TooManyDropsError when stats.json's books show nothing written or too much dropped.
+
+    unit names what the job counts: stats holds `<unit>_in` and `<unit>_written`; hints are the flag
+    to check for each reason whose usual cause is one.
+    """
+    read, written = stats[f"{unit}_in"], stats[f"{unit}_written"]
     dropped = sum(stats["dropped"].values())
     if written and dropped <= max_drop_fraction * read:
         return
     if not read:
-        nothing = "the inputs hold no document: nothing to commit. Are they the files you meant?"
+        nothing = f"the inputs hold no {unit.removesuffix('s')}: nothing to commit. Are they the files you meant?"
         raise user_error(TooManyDropsError(nothing))
     if written:
-        what = f"dropped {dropped / read:.1%} of {read:,} documents (--max_drop_fraction {max_drop_fraction})"
+        what = f"dropped {dropped / read:.1%} of {read:,} {unit} (--max_drop_fraction {max_drop_fraction})"
     else:
-        what = f"wrote none of {read:,} documents"
+        what = f"wrote none of {read:,} {unit}"
     lines = [f"the job {what}. Nothing was committed. Top drop reasons:"]
     top = sorted(((-n, reason) for reason, n in stats["dropped"].items() if n))[:_SHOWN]
     examples = stats.get("drop_examples", {})
@@ -48,7 +58,7 @@ def check_drops(stats: Mapping[str, Any], max_drop_fraction: float) -> None:
         line = f"  {reason}: {n:,} ({n / read:.1%})"
         if reason in examples:
             line += f", e.g. {examples[reason]['path']} row {examples[reason]['row']}"
-        if reason in _HINTS:
-            line += f" — {_HINTS[reason]}"
+        if reason in hints:
+            line += f" — {hints[reason]}"
         lines.append(line)
     raise user_error(TooManyDropsError("\n".join(lines)))

@@ -72,6 +72,12 @@ class ImageReadOptions:
             raise ValueError(f"image, caption and extra fields must be distinct non-empty names, got {list(named)}")
         if LABEL in self.extra_fields:
             raise ValueError(f"{LABEL!r} is the ImageFolder class field; name the row column otherwise")
+        try:
+            self.caption_template.format(label="", stem="")
+        except (KeyError, IndexError, ValueError) as error:
+            raise ValueError(
+                f"--caption_template {self.caption_template!r} can name only {{label}} and {{stem}} ({error!r})"
+            ) from None
 
 
 def utf8_field(value: Any) -> tuple[bytes | None, Reason]:

@@ -80,7 +80,29 @@ def _folder(root: str) -> tuple[list[tuple[str, str, str, str | None]], list[Inp
             found.append(("image", item.path, name, name.split("/")[0]))
     if not found:
         raise FileNotFoundError(f"--input {root} holds no image in root/<class>/<image> (ImageFolder) layout")
+    _refuse_strays(root, prefix)
     return found, list(listed)
+
+
+def _refuse_strays(root: str, prefix: str) -> None:
+    """Refuses images of an ImageFolder tree at another depth than root/<class>/<image>.
+
+    Listing root/*/* alone would leave an image beside the class folders, or one folder deeper, out of
+    the corpus without a word, where every other image that is not written is counted.
+    """
+    names = [item.path[len(prefix) :] for item in files.expand_inputs([files.join(root, "**")])]
+    strays = [
+        name
+        for name in names
+        if _is_image(name) and name.count("/") != 1 and not any(part.startswith(".") for part in name.split("/"))
+    ]
+    if strays:
+        shown = ", ".join(strays[:3]) + (", ..." if len(strays) > 3 else "")
+        raise ValueError(
+            f"--input {root} is read as an ImageFolder tree, root/<class>/<image>, and {len(strays)} images "
+            f"lie elsewhere in it ({shown}); move each into its class folder, or give them as an --input of "
+            "their own (a file or glob)"
+        )
 
 
 def _hf(root: str) -> tuple[list[tuple[str, str, str, str | None]], list[InputFile]]:

@@ -35,6 +35,7 @@ from dew.data.sections import RESIZE_POLICIES, ImagesSection
 from dew.preprocess import commit, documents
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE, STATS_TAG
+from dew.preprocess.drops import TooManyDropsError, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
@@ -45,6 +46,15 @@ DROPS_TAG = "drops"
 TRAIN, VAL = "train", "val"
 _PROGRESS_SECONDS = 10.0
 _DRAW = float(1 << 64)
+# The flag to check first when every image is dropped for this reason.
+_HINTS = {
+    "too_small": "see --min_size",
+    "bad_aspect": "see --max_aspect",
+    "too_many_pixels": "see --max_pixels",
+    "missing_field": "see --image_field, --caption_field, --extra_field and --caption_sidecar",
+    "invalid_utf8": "is the caption UTF-8?",
+    "malformed_json": "is the file jsonl, one JSON object a line?",
+}
 _log = logging.getLogger(__name__)
 Key = tuple[int, int]
 
@@ -82,6 +92,8 @@ class ImagesPlan:
             raise ValueError(f"image shards are array_record or parquet, not {self.ext!r}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if not 1 <= self.quality <= 100:
+            raise ValueError(f"--quality must be in 1..100, got {self.quality}")
         if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
             raise ValueError("shard_bytes and num_shards must be positive")
         self.section()  # an encoding or field list the contract refuses is a usage error, now
@@ -292,5 +304,12 @@ def _commit(
         config=dict(identity.config),
         inputs=identity.inputs,
     )
-    commit.commit_corpus(plan.output, meta, images_stats(meta, _merge(tallies), drops))
+    stats = images_stats(meta, _merge(tallies), drops)
+    try:
+        # A job that wrote no image is a mistake upstream (a flag, the wrong folder), never a corpus.
+        check_drops(stats, 1.0, unit="images", hints=_HINTS)
+    except TooManyDropsError:
+        commit.clear_output(plan.output)
+        raise
+    commit.commit_corpus(plan.output, meta, stats)
     return meta

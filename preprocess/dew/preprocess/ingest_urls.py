@@ -24,6 +24,7 @@ from dew.data.images import fetch
 from dew.preprocess import commit, documents, files, url_status
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import STATS_TAG
+from dew.preprocess.drops import TooManyDropsError, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS
 from dew.preprocess.images import split_of
 from dew.preprocess.ingest_plan import IngestPlan, shard_counts
@@ -125,6 +126,14 @@ def _status_of(output: str, shard: Shard) -> url_status.Status:
     return table
 
 
+# The flag to check first when every row is dropped for this reason.
+_HINTS = {
+    "missing_field": "see --url_field and --caption_field",
+    "no_image": "are these image urls, http(s)?",
+    "too_small": "see --min_size",
+}
+
+
 def _commit(
     shards: list[tuple[str, Shard]],
     plan: IngestPlan,
@@ -139,5 +148,14 @@ def _commit(
         config=dict(identity.config),
         inputs=identity.inputs,
     )
-    commit.commit_corpus(output, meta, ingest_stats(output, meta, tallies))
+    stats = ingest_stats(output, meta, tallies)
+    if not stats["refetchable"]:
+        # Nothing written and nothing a --refetch_failed run could still fetch: a wrong --url_field or
+        # wrong files, never a corpus. (Rows that timed out are kept committed for that later run.)
+        try:
+            check_drops({**stats, "urls_written": stats["images_written"]}, 1.0, unit="urls", hints=_HINTS)
+        except TooManyDropsError:
+            commit.clear_output(output)
+            raise
+    commit.commit_corpus(output, meta, stats)
     return meta

@@ -59,6 +59,17 @@ class AutoTextTokenizer:
             )
         return length
 
+    def fingerprint(self) -> str:
+        """A hash of what this tokenizer maps text to: the hash the caption-tokenize job records, so the
+        same tokenizer is recognised however its directory is spelt.
+
+        Taken from a fresh load: a call sets padding and truncation on the loaded backend, which its
+        serialised form, and so the hash, would then include.
+        """
+        from dew.data.text import HFTokenizer
+
+        return HFTokenizer(self.modelname).fingerprint()
+
     def __call__(self, captions: str | Sequence[str]) -> dict[str, Any]:
         """{"input_ids", "attention_mask"}, each [len(captions), context_length] (one row for one caption)."""
         texts = [captions] if isinstance(captions, str) else list(captions)

@@ -266,7 +266,8 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
         writer = SECTIONS[kind].WRITER if kind in SECTIONS else "the preprocess job"
         raise FileNotFoundError(
             f"{directory} has no {META}: the corpus was never committed (a preprocess job still running, "
-            f"or one that crashed). Rerun `{writer} ... --output {directory}`; it skips shards already committed."
+            f"or one that crashed, or never run there). Run `{writer} ... --output {directory}`; a rerun skips "
+            "shards already committed."
         )
     try:
         with open(path) as f:

@@ -55,6 +55,7 @@ def check_main_guard() -> None:
     """
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
+    _check_rerunnable(main, path)
     frame = _top_level_frame(main)
     if frame is None or path is None:
         return  # an interactive session or `python -c`: spawn has no script to re-run
@@ -67,6 +68,26 @@ def check_main_guard() -> None:
         raise RuntimeError(
             f"{path}, line {frame.f_lineno}: worker processes would start from the top level of the main "
             f"script, which every worker re-runs on start; {_MAIN_GUARD_FIX}"
+        )
+
+
+def _check_rerunnable(main: Any, path: str | None) -> None:
+    """Refuses a main script spawn would look for and not find: one piped in (`python - <<EOF`).
+
+    Its __file__ is "<stdin>", which spawn tries to run as a file in every worker; each worker dies as
+    it starts and grain reports only that a worker was terminated. A script run by module name
+    (`python -m`) is re-imported by that name instead, and a session without __file__ is not re-run.
+    """
+    if path is None or getattr(getattr(main, "__spec__", None), "name", None) is not None:
+        return
+    from multiprocessing import process
+
+    where = path if os.path.isabs(path) or process.ORIGINAL_DIR is None else os.path.join(process.ORIGINAL_DIR, path)
+    if not os.path.exists(where):
+        raise RuntimeError(
+            f"the main script is {path!r}, not a file worker processes can re-run on start (a script piped "
+            "into `python -`, say); save it to a file, with the code that reads batches under "
+            '`if __name__ == "__main__":`, or read in process with Loading(workers=0)'
         )
 
 

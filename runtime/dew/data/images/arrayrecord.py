@@ -38,11 +38,12 @@ class ArrayRecordImages(ImageDataset):
             records, section = shards.committed(path, self.split)
             meta = formats.read_meta(path, kind="images")
             held = next((s for s in _VALIDATION_SPLITS if s in meta.splits and s != self.split), None)
+            tokens = {"tokenizer": section.caption_tokenizer, "tokenizer_hash": section.caption_tokenizer_hash}
             if held is not None:
                 val = shards.committed(path, held)[0]
-                return Opened(train=records, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
+                return Opened(train=records, val=val, captioned=records.captioned, **tokens)
             train, val = self.held_out(records, batch, where=path)
-            return Opened(train=train, val=val, captioned=records.captioned, tokenizer=section.caption_tokenizer)
+            return Opened(train=train, val=val, captioned=records.captioned, **tokens)
         return self.opened(shards.raw(path, shards.raw_files(path)), batch, where=path)
 
     def root(self) -> str:

@@ -42,7 +42,7 @@ class Opened:
     """What an image kind reads: its training and held-out records, or several corpora at weights.
 
     captioned says whether the records carry captions; tokenizer names the tokenizer that wrote the
-    token ids stored beside them, when the caption-tokenize job did.
+    token ids stored beside them, when the caption-tokenize job did, and tokenizer_hash is its hash.
     """
 
     train: Any = None
@@ -51,6 +51,7 @@ class Opened:
     val_corpora: Sequence[Corpus] = ()
     captioned: bool = True
     tokenizer: str | None = None
+    tokenizer_hash: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -115,7 +116,7 @@ class ImageDataset(IndexedSpec):
             return Captions(tokenize=tokenize)
         if tokenize is not None:
             name = getattr(tokenize, "modelname", None) or getattr(tokenize, "name", None)
-            if name != opened.tokenizer:
+            if name != opened.tokenizer and not _hashes_to(tokenize, opened.tokenizer_hash):
                 raise ValueError(
                     f"{type(self).__name__}: the captions were tokenized offline by {opened.tokenizer!r}, and "
                     f"tokenize= is {name or type(tokenize).__name__!r}; drop tokenize= to read the stored ids, "
@@ -129,3 +130,14 @@ class ImageDataset(IndexedSpec):
         if cut is None:
             return records, None
         return Window(records, 0, cut), Window(records, cut, len(records) - cut)
+
+
+def _hashes_to(tokenize: Tokenize, stored: str | None) -> bool:
+    """Whether `tokenize` maps text as the tokenizer that hashed to `stored` did (a path spelt otherwise)."""
+    fingerprint = getattr(tokenize, "fingerprint", None)
+    if stored is None or not callable(fingerprint):
+        return False
+    try:
+        return fingerprint() == stored
+    except OSError:  # a tokenizer that cannot load here is not the one the ids came from; refused by name
+        return False

@@ -199,7 +199,7 @@ class OxfordFlowers(ArrayRecordImages):
             raise FileNotFoundError(
                 f"no prepared Oxford Flowers 102 at {path}{looked}: it holds no committed {formats.META}. Prepare it "
                 "from an ImageFolder copy of the dataset (one folder a class, named 1..102 or by class name) with\n"
-                f"    dew-preprocess images --input <the ImageFolder copy> --output {path}\n"
+                f"    dew-preprocess images --input <the ImageFolder copy> --output {path} --val_fraction 0.05\n"
                 "or give OxfordFlowers(path=...) a directory that job wrote"
             )
         return path
@@ -225,8 +225,8 @@ def _extras(source: Any) -> tuple[str, ...]:
 
 
 def _uncaptioned(source: Any) -> Any:
-    """The source with any stored caption left out: the class name writes it instead."""
+    """The source with any stored caption left out, and the token ids stored for it: the class name
+    writes the caption instead, and ids of the caption it replaces would describe another text."""
     inner = getattr(source, "source", source)
-    if inner.fields.caption is not None:
-        inner.fields = dataclasses.replace(inner.fields, caption=None)
+    inner.fields = dataclasses.replace(inner.fields, caption=None, token_ids=False)
     return source

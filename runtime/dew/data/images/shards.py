@@ -178,9 +178,16 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
     meta = formats.read_meta(directory, kind="images")
     section = meta.section
     assert isinstance(section, ImagesSection)
+    if split not in meta.splits:
+        raise ValueError(
+            f"{directory} has no split {split!r}; its splits: {', '.join(sorted(meta.splits))}: give split= one of them"
+        )
     shards = meta.shards(split)
     if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
-        raise ValueError(f"{directory}: split {split!r} is not held in .array_record shards")
+        raise ValueError(
+            f"{directory}: split {split!r} is not held in .array_record shards, the only ones the image readers "
+            "read; rerun the images job with --format array_record (its default)"
+        )
     # A local shard's size is checked now, its content when a reader first opens it; a gs:// one is
     # checked whole after its fetch, when a reader first opens it.
     files = [
@@ -194,7 +201,16 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
 
 
 def raw_files(directory: str) -> list[str]:
-    """The `*.array_record` files of a raw shard set, in name order."""
+    """The `*.array_record` files of a raw shard set, in name order.
+
+    A committed directory is refused: read as a raw set, its val shards would join its training
+    records, unchecked against meta.json.
+    """
+    if formats.exists(os.path.join(directory, formats.META)):
+        raise ValueError(
+            f"{directory} is a committed images directory (it holds {formats.META}), not a raw shard set; "
+            f"read it as ArrayRecordImages({directory!r}), which keeps its val split apart and checks its shards"
+        )
     if remote.is_remote(directory):
         names = remote.list_names(directory)
     elif os.path.isdir(directory):
