@@ -341,4 +341,4 @@ def test_a_shard_size_of_zero_is_refused_not_taken_as_one_byte(
 ) -> None:
     with pytest.raises(SystemExit):
         run_images(tmp_path / "out", "--input", str(image_folder), "--shard_size_mb", "0")
-    assert "--shard_size_mb: takes a number above 0, got '0'" in capsys.readouterr().err
+    assert "--shard_size_mb: must be a positive number, got '0'" in capsys.readouterr().err
