@@ -131,7 +131,7 @@ class ImagesSection(Section):
 
     KIND: ClassVar[str] = "images"
     READERS: ClassVar[str] = "ArrayRecordImages"
-    WRITER: ClassVar[str] = "dew-preprocess images (or ingest-urls)"
+    WRITER: ClassVar[str] = "dew-preprocess images"  # or ingest-urls, which ends in the same directory
 
     encoding: str
     resize: str = "keep"
