@@ -74,7 +74,7 @@ class Dataset:
         batch: int,
         validation: grain.MapDataset | Callable[[DataPartition], grain.IterDataset] | None = None,
         records: int | None = None,
-        loading: Loading | None = None,
+        loading: Loading = Loading(),
     ) -> Dataset:
         """A run over Grain pipelines the caller built; order, shuffle and record transforms are theirs.
 
@@ -87,7 +87,7 @@ class Dataset:
         import grain
 
         validate.positive_int("Dataset.from_grain(batch=)", batch)
-        loading = (loading or Loading()).started()
+        loading = loading.started()
         if isinstance(train, grain.MapDataset) and records is None:
             records = len(train)
         return cls(
