@@ -32,7 +32,7 @@ def load(
     seed: int = 0,
     shuffle_buffer: int = 0,
     streaming: bool = False,
-    loading: Loading | None = None,
+    loading: Loading = Loading(),
     dataset: Any = None,
 ) -> Dataset:
     """The Dataset behind `source`, read where its provider already holds it.
@@ -61,7 +61,8 @@ def load(
         "records": records,
         "preprocess": preprocess,
         "seed": seed,
-        "loading": loading or Loading(),
+        # None was this parameter's default once; a caller who still passes it reads at the default.
+        "loading": Loading() if loading is None else loading,
         "options": options or options_type(),
     }
     if _streams(kind):

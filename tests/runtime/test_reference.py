@@ -1,0 +1,51 @@
+"""Names and signatures the dew.data reference page gives, checked where the code once drifted from them."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from dew.data import Loading, load
+
+
+def test_load_defaults_loading_to_the_default_loading() -> None:
+    assert inspect.signature(load).parameters["loading"].default == Loading()
+
+
+def test_from_grain_defaults_loading_to_the_default_loading() -> None:
+    from dew.data import Dataset
+
+    assert inspect.signature(Dataset.from_grain).parameters["loading"].default == Loading()
+
+
+def test_load_still_takes_loading_none_as_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None was load()'s default before it took the page's signature; a caller passing it keeps working.
+    import importlib
+
+    load_module = importlib.import_module("dew.data.providers.load")
+
+    @dataclasses.dataclass(frozen=True)
+    class Fake:
+        name: str = ""
+        split: str = "train"
+        val_split: str | None = None
+        val_batches: int | None = None
+        records: int | None = None
+        preprocess: object = None
+        seed: int = 0
+        loading: Loading = Loading()
+        options: object = None
+
+        @classmethod
+        def options_type(cls) -> type:
+            return object
+
+        def load(self, *, batch: int) -> Fake:
+            return self
+
+    monkeypatch.setattr(load_module, "providers", lambda: {"fake": Fake})
+    assert load("fake/x", batch=1, loading=None).loading == Loading()
+    assert load("fake/x", batch=1).loading == Loading()
+    assert load("fake/x", batch=1, loading=Loading(workers=0)).loading == Loading(workers=0)
