@@ -49,3 +49,28 @@ def test_load_still_takes_loading_none_as_the_default(monkeypatch: pytest.Monkey
     assert load("fake/x", batch=1, loading=None).loading == Loading()
     assert load("fake/x", batch=1).loading == Loading()
     assert load("fake/x", batch=1, loading=Loading(workers=0)).loading == Loading(workers=0)
+
+
+def test_image_kinds_are_reached_in_dew_data_images_where_the_page_documents_them() -> None:
+    import dew.data
+    import dew.data.images as images
+
+    for name in (
+        "ArrayRecordImages",
+        "CC3M",
+        "CC12M",
+        "Combined30M",
+        "CombinedMsml612",
+        "CombinedOnline",
+        "DiffusionDB",
+        "HFImages",
+        "ImageDataset",
+        "Laion2bAesthetic",
+        "Laion12mCoco",
+        "OnlineImages",
+        "OxfordFlowers",
+    ):
+        assert getattr(images, name) is getattr(dew.data, name)
+        assert name in dir(images)
+    with pytest.raises(AttributeError):
+        images.TokenWindows  # noqa: B018 - a kind of another package is not an image kind
