@@ -74,3 +74,17 @@ def test_image_kinds_are_reached_in_dew_data_images_where_the_page_documents_the
         assert name in dir(images)
     with pytest.raises(AttributeError):
         images.TokenWindows  # noqa: B018 - a kind of another package is not an image kind
+
+
+def test_the_modules_the_page_names_for_positions_and_checkpoints_import() -> None:
+    import dew.data.position
+    import dew.position
+
+    assert dew.position.parse is dew.data.position.parse
+    assert dew.position.GlobalPosition is dew.data.position.GlobalPosition
+    pytest.importorskip("orbax.checkpoint")
+    import dew.checkpoints
+    import dew.data.checkpoints
+
+    assert dew.checkpoints.DataPositionSave is dew.data.checkpoints.DataPositionSave
+    assert dew.checkpoints.DataPositionRestore is dew.data.checkpoints.DataPositionRestore
