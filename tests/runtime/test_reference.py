@@ -88,3 +88,14 @@ def test_the_modules_the_page_names_for_positions_and_checkpoints_import() -> No
 
     assert dew.checkpoints.DataPositionSave is dew.data.checkpoints.DataPositionSave
     assert dew.checkpoints.DataPositionRestore is dew.data.checkpoints.DataPositionRestore
+
+
+def test_signatures_name_the_types_the_page_gives() -> None:
+    from dew.data import Dataset, HubDataset
+
+    held = "ArrowDataset | IterableDataset | None"
+    assert inspect.signature(load).parameters["dataset"].annotation == held
+    assert inspect.signature(HubDataset.rows).parameters["dataset"].annotation.startswith(held)
+    grain_parameters = inspect.signature(Dataset.from_grain).parameters
+    assert grain_parameters["train"].annotation == "GrainPipeline"
+    assert grain_parameters["validation"].annotation == "GrainPipeline | None"

@@ -17,6 +17,9 @@ from dew.data.stream import GlobalReader, ShareReader
 if TYPE_CHECKING:
     import grain
 
+    # What from_grain reads: a MapDataset read by index, or the IterDataset of one share, built per partition.
+    GrainPipeline = grain.MapDataset | Callable[[DataPartition], grain.IterDataset]
+
 # Opens a fresh iterator over the share a partition names; the caller owns it and closes it.
 Reader = Callable[[DataPartition], Iterator[Any]]
 
@@ -69,10 +72,10 @@ class Dataset:
     @classmethod
     def from_grain(
         cls,
-        train: grain.MapDataset | Callable[[DataPartition], grain.IterDataset],
+        train: GrainPipeline,
         *,
         batch: int,
-        validation: grain.MapDataset | Callable[[DataPartition], grain.IterDataset] | None = None,
+        validation: GrainPipeline | None = None,
         records: int | None = None,
         loading: Loading = Loading(),
     ) -> Dataset:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dew.data import validate
 from dew.data.dataset import Dataset
@@ -17,6 +17,10 @@ from dew.data.providers.hooks import Preprocess, hook_name
 from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import IndexedSpec, Tokenize
+
+if TYPE_CHECKING:
+    from datasets import Dataset as ArrowDataset
+    from datasets import IterableDataset
 
 # One dataset by the provider's name for it, or several with the share of a step each fills.
 Named = str | Mapping[str, float]
@@ -67,7 +71,7 @@ class ProviderSpec(IndexedSpec):
         """Split `split` of the dataset `name`, read by index, with this spec's preprocess hook."""
         raise NotImplementedError
 
-    def rows(self, *, batch: int, dataset: Any = None) -> Dataset:
+    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None = None) -> Dataset:
         """This spec's batches, over `dataset` when the caller already holds the split in memory.
 
         Only a provider whose library hands out such splits reads one (HubDataset); the others read

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dew.data import validate
 from dew.data.dataset import Dataset
@@ -13,6 +13,10 @@ from dew.data.providers.hf_source import HFDatasetSource
 from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import Tokenize
+
+if TYPE_CHECKING:
+    from datasets import Dataset as ArrowDataset
+    from datasets import IterableDataset
 
 
 @datasets("hf")
@@ -57,7 +61,7 @@ class HubDataset(ProviderSpec):
         self.uncaptioned(tokenize)
         return self.rows(batch=batch, dataset=None)
 
-    def rows(self, *, batch: int, dataset: Any = None) -> Dataset:
+    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None = None) -> Dataset:
         """This spec's batches, over `dataset` when the caller already holds the split.
 
         A table in memory has no JSON form, so it is an argument here and not a field; it stands for

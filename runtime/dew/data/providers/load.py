@@ -12,6 +12,9 @@ from dew.data.providers.base import Named, providers
 from dew.data.providers.hooks import Preprocess
 
 if TYPE_CHECKING:
+    from datasets import Dataset as ArrowDataset
+    from datasets import IterableDataset
+
     from dew.data.providers.hf_options import HFOptions
     from dew.data.providers.tfds import TFDSOptions
 
@@ -33,7 +36,7 @@ def load(
     shuffle_buffer: int = 0,
     streaming: bool = False,
     loading: Loading = Loading(),
-    dataset: Any = None,
+    dataset: ArrowDataset | IterableDataset | None = None,
 ) -> Dataset:
     """The Dataset behind `source`, read where its provider already holds it.
 
