@@ -342,3 +342,26 @@ def test_a_shard_size_of_zero_is_refused_not_taken_as_one_byte(
     with pytest.raises(SystemExit):
         run_images(tmp_path / "out", "--input", str(image_folder), "--shard_size_mb", "0")
     assert "--shard_size_mb: must be a positive number, got '0'" in capsys.readouterr().err
+
+
+@pytest.mark.beam
+def test_files_of_a_folder_that_are_not_read_are_counted_by_reason(image_folder: Path, tmp_path: Path, capsys) -> None:
+    """An image of an unsupported format is a drop (in = written + dropped); hidden and text files are counted."""
+    shutil.rmtree(image_folder / "misc")
+    (image_folder / "cat" / "phone.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    (image_folder / "cat" / "next.avif").write_bytes(b"\0\0\0\x1cftypavif")
+    (image_folder / "space" / "IMG_0001").write_bytes(good_images()["coins.png"])  # no suffix: not ruled out
+    (image_folder / "cat" / ".DS_Store").write_bytes(b"Bud1")
+    (image_folder / ".ipynb_checkpoints").mkdir()  # a hidden folder is no class
+    (image_folder / ".ipynb_checkpoints" / "a-checkpoint.png").write_bytes(good_images()["coins.png"])
+    (image_folder / "cat" / "notes.txt").write_text("taken in 2019")
+    (image_folder / "README.md").write_text("photos")
+    out = tmp_path / "out"
+    found = run_images(out, "--input", str(image_folder), "--size", "64", "--max_pixels", str(MAX_PIXELS))
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["dropped"]["unsupported_format"] == found["unsupported_format"] == 3
+    assert stats["images_in"] == stats["images_written"] + sum(stats["dropped"].values()) == 11
+    assert stats["ignored_files"] == {"hidden": 2, "not_image": 2}
+    assert {r["label"] for r in read_records(out)} == {b"cat", b"space"}
+    said = capsys.readouterr().err
+    assert "3 files in" in said and "cat/next.avif" in said and "convert" in said

@@ -170,6 +170,8 @@ def test_stored_caption_ids_are_read_and_another_tokenizer_is_refused_by_name(tm
     assert [int(c.split()[1]) for c in batch["caption"]] == firsts and "input_ids" not in batch
 
     class Named:
+        context_length = 5  # the stored length: the stored ids are what it would give
+
         def __init__(self, modelname):
             self.modelname = modelname
 

@@ -104,3 +104,63 @@ def test_stored_ids_accept_the_same_tokenizer_under_another_path_and_refuse_anot
     ).save_pretrained(str(tmp_path / "other"))
     with pytest.raises(ValueError, match=r"tokenized offline by 'elsewhere/clip-like', and tokenize= is '.*other'"):
         images.load(batch=2, tokenize=AutoTextTokenizer(modelname=str(tmp_path / "other")))
+
+
+def _stored_at(directory, tokenize: AutoTextTokenizer, length: int) -> None:
+    """A committed directory whose records hold ids `tokenize` wrote, cut to `length` as the job's --max_length."""
+    rows = support.records(12)
+    for row in rows:
+        ids = tokenize.tokenizer(row["caption"].decode(), padding="max_length", truncation=True, max_length=length)
+        row["input_ids"], row["attention_mask"] = (np.asarray(ids[k], "<i4").tobytes() for k in TEXT)
+    support.write_committed(
+        str(directory),
+        {"train": [rows]},
+        caption_tokenizer=tokenize.modelname,
+        caption_tokenizer_hash=tokenize.fingerprint(),
+        caption_length=length,
+    )
+
+
+TEXT = ("input_ids", "attention_mask")
+
+
+def test_stored_ids_of_another_length_are_not_passed_off_as_the_asked_for_context(clip_like, tmp_path, caplog) -> None:
+    _stored_at(tmp_path, AutoTextTokenizer(modelname=clip_like), 16)
+    images = ArrayRecordImages(
+        str(tmp_path),
+        image_size=16,
+        random_crop=True,
+        flip=True,
+        seed=1,
+        val_batches=0,
+        loading=Loading(workers=0, threads=2),
+    )
+    tokenize = AutoTextTokenizer(modelname=clip_like)
+    with caplog.at_level("WARNING", logger="dew.data.images.base"):
+        data = images.load(batch=4, tokenize=tokenize)
+    (batch,), _ = read_global(data.train, 1, 1)
+    assert batch["text"]["input_ids"].shape == (4, 77)  # the tokenizer's context, as asked, not the stored 16
+    np.testing.assert_array_equal(batch["text"]["input_ids"], tokenize(batch["caption"])["input_ids"])
+    assert not set(TEXT) & set(batch)  # the stored ids do not leak out beside text
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "16" in warned[0] and "77" in warned[0] and "--max_length 77" in warned[0]
+    assert_resume_exact(data.train, steps=4, stop_at=2, count_before=1, count_after=2)
+
+
+def test_stored_ids_of_the_asked_for_length_are_read_and_nothing_is_tokenized(clip_like, tmp_path, caplog) -> None:
+    _stored_at(tmp_path, AutoTextTokenizer(modelname=clip_like), 77)
+    images = ArrayRecordImages(str(tmp_path), image_size=16, val_batches=0, loading=Loading(workers=0, threads=2))
+
+    class Counted(AutoTextTokenizer):
+        calls = 0
+
+        def __call__(self, captions):  # type: ignore[no-untyped-def]
+            Counted.calls += 1
+            return super().__call__(captions)
+
+    tokenize = Counted(modelname=clip_like)
+    with caplog.at_level("WARNING", logger="dew.data.images.base"):
+        data = images.load(batch=4, tokenize=tokenize)
+    (batch,), _ = read_global(data.train, 1, 1)
+    np.testing.assert_array_equal(batch["text"]["input_ids"], tokenize(batch["caption"])["input_ids"])
+    assert Counted.calls == 1 and not caplog.records  # only the comparison above tokenized

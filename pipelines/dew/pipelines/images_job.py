@@ -21,7 +21,7 @@ from dew.pipelines import common, flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
-from dew.preprocess.image_sources import Source, find_sources
+from dew.preprocess.image_sources import UNSUPPORTED, Found, Source, find_sources
 from dew.preprocess.images import ImagesPlan, WriteImages
 
 
@@ -74,7 +74,7 @@ def image_plan_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
+def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, Found]:
     """The plan, its identity and the numbered sources, all decided on the launcher; a plan that cannot
     run is a usage error, before any worker starts."""
     try:
@@ -83,8 +83,9 @@ def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[
         raise flags.UsageError(str(error)) from None
 
 
-def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Source, ...]]:
-    sources, manifest = find_sources(args.input)
+def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, Found]:
+    found = find_sources(args.input)
+    sources = found.sources
     unlabelled = any(source.kind == "image" and source.label is None for source in sources)
     if unlabelled and not args.caption_sidecar and "{label}" in args.caption_template:
         raise ValueError(
@@ -108,14 +109,19 @@ def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, tuple[Sour
         num_shards=args.num_shards,
         dedupe=args.dedupe,
     )
-    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(manifest)), sources
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(found.manifest)), found
 
 
-def build(pipeline: beam.Pipeline, plan: ImagesPlan, identity: JobIdentity, sources: Sequence[Source]) -> Any:
-    spread = any(source.kind != "image" for source in sources)
-    return (
-        pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> WriteImages(plan, identity, spread=spread)
-    )
+def build(
+    pipeline: beam.Pipeline,
+    plan: ImagesPlan,
+    identity: JobIdentity,
+    sources: Sequence[Source],
+    ignored: dict[str, int] | None = None,
+) -> Any:
+    spread = any(source.kind not in ("image", UNSUPPORTED) for source in sources)
+    write = WriteImages(plan, identity, spread=spread, ignored=ignored)
+    return pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> write
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -123,12 +129,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
-    plan, identity, sources = plan_from(args)
+    plan, identity, found = plan_from(args)
+    for line in found.left_out():
+        print(line, file=sys.stderr)
+    ignored = {reason: len(paths) for reason, paths in found.ignored.items()}
     return common.run_committed(
         plan.output,
         identity,
         options,
-        lambda p: build(p, plan, identity, sources),
+        lambda p: build(p, plan, identity, found.sources, ignored),
         overwrite=args.overwrite,
         rate=lambda found, seconds: f"images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock",
     )

@@ -7,7 +7,8 @@ path (relative to the row file's directory, or absolute, or gs://) is read from 
 
 Bad input is counted by reason, as the text reader does (dew.preprocess.documents): a row without an
 image, caption or extra field is `missing_field`, a caption that is not UTF-8 `invalid_utf8`, a jsonl
-line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`; a row file that
+line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, a file of an
+image folder in a format dew does not read `unsupported_format` (unopened); a row file that
 breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
 `corrupt_input`. Each Source's tally travels as a second output, so the job can balance its books.
 """
@@ -39,11 +40,12 @@ from dew.preprocess.documents import (
     TRUNCATED_INPUT,
     DamagedInput,
 )
-from dew.preprocess.image_sources import LABEL, Source
+from dew.preprocess.image_sources import LABEL, UNSUPPORTED, Source
 
 MISSING_IMAGE = "missing_image"
+UNSUPPORTED_FORMAT = "unsupported_format"
 ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
-FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP)
+FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP, UNSUPPORTED_FORMAT)
 # Rows of a saved HF dataset taken from Arrow at once.
 _HF_ROWS = 256
 Fields = dict[str, bytes]
@@ -125,7 +127,9 @@ class ReadSource(beam.DoFn):
     def _rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
         if problem := files.link_problem(source.path):
             raise DamagedInput(problem, "the symlink leads to no file")
-        if source.kind == "image":
+        if source.kind == UNSUPPORTED:
+            yield 0, None, {}, UNSUPPORTED_FORMAT
+        elif source.kind == "image":
             yield (0, *self._image_file(source))
         elif source.kind == "hf":
             yield from self._hf_rows(source)

@@ -3,7 +3,11 @@
 Three layouts are read, told apart by what an `--input` names:
 - a directory holding `state.json`: a Hugging Face dataset written by `save_to_disk` (one Source);
 - any other directory: an ImageFolder tree, `root/<class>/<image>`, one Source per image, labelled by
-  its class directory (a `<stem>.txt` beside an image is its sidecar caption);
+  its class directory (a `<stem>.txt` beside an image is its sidecar caption). Every other file of the
+  tree is accounted for by its name alone, on the launcher: hidden files and folders and known text
+  or metadata files are left out and counted (`ignored`); any other file may be an image in a format
+  dew does not read (HEIC, AVIF, no suffix), so it becomes an `unsupported` Source that the reader
+  counts as a dropped image, `unsupported_format`, and the books still balance;
 - a file or glob: images (one Source each, unlabelled), or `.parquet` / `.jsonl` rows naming an image
   (bytes or a path) and a caption.
 
@@ -21,10 +25,17 @@ import json
 import os
 from collections.abc import Sequence
 
+from apache_beam.io.filesystems import FileSystems
+
 from dew.preprocess import files
 from dew.preprocess.files import InputFile
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+# Files an image folder holds beside its images that are clearly no image: left out, counted.
+NOT_IMAGE_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".xml", ".yaml", ".yml", ".md", ".html", ".pdf")
+NOT_IMAGE_NAMES = ("readme", "license", "licence", "notice", "thumbs.db", "desktop.ini")
+HIDDEN, NOT_IMAGE = "hidden", "not_image"
+UNSUPPORTED = "unsupported"
 ROW_SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".ndjson": "jsonl"}
 HF_STATE = "state.json"
 HF_DICT = "dataset_dict.json"
@@ -32,11 +43,40 @@ HF_DICT = "dataset_dict.json"
 LABEL = "label"
 
 
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What the inputs hold: the Sources, the files to fingerprint, and the files left out by reason."""
+
+    sources: tuple[Source, ...]
+    manifest: tuple[InputFile, ...]
+    ignored: dict[str, list[str]]
+
+    def left_out(self) -> list[str]:
+        """Lines for the launcher saying which files are not written as images, and what to do."""
+        lines = []
+        unsupported = [source.path for source in self.sources if source.kind == UNSUPPORTED]
+        if unsupported:
+            lines.append(
+                f"{len(unsupported)} files in an image folder are no image dew reads ({_shown(unsupported)}); "
+                f"they count as dropped, unsupported_format: convert them to one of {' '.join(IMAGE_SUFFIXES)} "
+                "to include them"
+            )
+        for reason, paths in sorted(self.ignored.items()):
+            lines.append(f"{len(paths)} files left out as {reason} ({_shown(paths)})")
+        return lines
+
+
+def _shown(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Source:
     """One unit of input: an image file, a row file, or a saved HF dataset.
 
-    kind: "image", "parquet", "jsonl" or "hf"; label: the ImageFolder class of an image, else None.
+    kind: "image", "parquet", "jsonl", "hf", or "unsupported" (a file of a folder that is read as a
+    dropped image); label: the ImageFolder class of an image, else None ("" for a file of a folder
+    outside any class folder, so a tree's Sources all give the label field).
     """
 
     index: int
@@ -70,32 +110,51 @@ def _is_directory(pattern: str) -> bool:
     return pattern.endswith("/")  # an object store has no directories; a trailing slash names one
 
 
-def _folder(root: str) -> tuple[list[tuple[str, str, str, str | None]], list[InputFile]]:
-    listed = files.expand_inputs([files.join(root, "*", "*")])
+def _not_image(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1].lower()
+    return base.endswith(NOT_IMAGE_SUFFIXES) or base.split(".")[0] in NOT_IMAGE_NAMES or base in NOT_IMAGE_NAMES
+
+
+def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, str, str, str | None]], list[InputFile]]:
+    """An ImageFolder tree's Sources and files to fingerprint; the files it leaves out go into `ignored`.
+
+    Two listings of the tree, once, on the launcher: every file (hidden ones too, to count them) and
+    the files expand_inputs gives (dangling symlinks included, for the reader to count).
+    """
     prefix = root.rstrip("/") + "/"
-    found = []
-    for item in listed:
+    everything = FileSystems.match([files.join(root, "**")])[0].metadata_list
+    ignored.setdefault(HIDDEN, []).extend(
+        sorted(m.path for m in everything if any(p.startswith(".") for p in m.path[len(prefix) :].split("/")))
+    )
+    found, strays, listed = [], [], []
+    for item in files.expand_inputs([files.join(root, "**")]):
         name = item.path[len(prefix) :] if item.path.startswith(prefix) else item.path
-        if _is_image(item.path):
-            found.append(("image", item.path, name, name.split("/")[0]))
-    if not found:
+        parts = name.split("/")
+        if any(part.startswith(".") for part in parts):
+            continue  # counted above
+        in_class = len(parts) == 2
+        if in_class:
+            listed.append(item)
+        if _is_image(name):
+            (found if in_class else strays).append(("image", item.path, name, parts[0]))
+        elif _not_image(name):
+            ignored.setdefault(NOT_IMAGE, []).append(item.path)
+        else:
+            found.append((UNSUPPORTED, item.path, name, parts[0] if in_class else ""))
+            if not in_class:  # counted in the books, so part of what the output is made from
+                listed.append(item)
+    if not any(kind == "image" for kind, *_ in found):
         raise FileNotFoundError(f"--input {root} holds no image in root/<class>/<image> (ImageFolder) layout")
-    _refuse_strays(root, prefix)
-    return found, list(listed)
+    _refuse_strays(root, [name for _, _, name, _ in strays])
+    return found, listed
 
 
-def _refuse_strays(root: str, prefix: str) -> None:
+def _refuse_strays(root: str, strays: Sequence[str]) -> None:
     """Refuses images of an ImageFolder tree at another depth than root/<class>/<image>.
 
     Listing root/*/* alone would leave an image beside the class folders, or one folder deeper, out of
     the corpus without a word, where every other image that is not written is counted.
     """
-    names = [item.path[len(prefix) :] for item in files.expand_inputs([files.join(root, "**")])]
-    strays = [
-        name
-        for name in names
-        if _is_image(name) and name.count("/") != 1 and not any(part.startswith(".") for part in name.split("/"))
-    ]
     if strays:
         shown = ", ".join(strays[:3]) + (", ..." if len(strays) > 3 else "")
         raise ValueError(
@@ -110,8 +169,9 @@ def _hf(root: str) -> tuple[list[tuple[str, str, str, str | None]], list[InputFi
     return [("hf", root.rstrip("/"), "", None)], list(files.expand_inputs([files.join(root, "*")]))
 
 
-def find_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple[InputFile, ...]]:
-    """Every Source the --input patterns name, numbered in path order, and the files to fingerprint.
+def find_sources(patterns: Sequence[str]) -> Found:
+    """Every Source the --input patterns name, numbered in path order, the files to fingerprint, and
+    the files of image folders left out, by reason.
 
     An input that is none of the three layouts, a saved DatasetDict (name one split's directory) or
     mixed inputs whose records would hold different fields are refused before any worker starts.
@@ -120,6 +180,7 @@ def find_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple[Inp
         raise ValueError("no input given: pass --input with an image folder, a saved HF dataset, or files")
     found: dict[str, tuple[str, str, str, str | None]] = {}
     manifest: dict[str, InputFile] = {}
+    ignored: dict[str, list[str]] = {}
     for pattern in patterns:
         if files.exists(files.join(pattern, HF_DICT)):
             splits = sorted(json.loads(files.read_bytes(files.join(pattern, HF_DICT))).get("splits", []))
@@ -127,7 +188,7 @@ def find_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple[Inp
         if files.exists(files.join(pattern, HF_STATE)):
             sources, listed = _hf(pattern)
         elif _is_directory(pattern):
-            sources, listed = _folder(pattern)
+            sources, listed = _folder(pattern, ignored)
         else:
             listed = list(files.expand_inputs([pattern]))
             sources = []
@@ -152,4 +213,5 @@ def find_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple[Inp
             "the inputs mix ImageFolder trees (whose records hold a label) with inputs without one; "
             "write them to separate directories"
         )
-    return numbered, tuple(manifest[path] for path in sorted(manifest))
+    manifest_files = tuple(manifest[path] for path in sorted(manifest))
+    return Found(numbered, manifest_files, {reason: sorted(set(paths)) for reason, paths in ignored.items() if paths})

@@ -54,6 +54,7 @@ _HINTS = {
     "missing_field": "see --image_field, --caption_field, --extra_field and --caption_sidecar",
     "invalid_utf8": "is the caption UTF-8?",
     "malformed_json": "is the file jsonl, one JSON object a line?",
+    "unsupported_format": "convert the images to JPEG, PNG or WebP",
 }
 _log = logging.getLogger(__name__)
 Key = tuple[int, int]
@@ -209,8 +210,14 @@ def shard_counts(sizes: Iterable[tuple[str, int]], plan: ImagesPlan) -> dict[str
     return counts
 
 
-def images_stats(meta: Meta, tallies: Mapping[str, Any], drops: Iterable[tuple[str, int]]) -> dict[str, Any]:
-    """stats.json: images in, written, dropped by reason; refuses a run whose books do not balance."""
+def images_stats(
+    meta: Meta,
+    tallies: Mapping[str, Any],
+    drops: Iterable[tuple[str, int]],
+    ignored: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """stats.json: images in, written, dropped by reason, and the non-image files of image folders left
+    out by reason (never images, so outside the books); refuses a run whose books do not balance."""
     dropped = {reason: int(tallies.get(reason, 0)) for reason in DROP_REASONS}
     for reason, count in drops:
         dropped[reason] += count
@@ -225,6 +232,7 @@ def images_stats(meta: Meta, tallies: Mapping[str, Any], drops: Iterable[tuple[s
         "images_written": written,
         "dropped": dropped,
         "damaged_inputs": tallies[documents.DAMAGED],
+        "ignored_files": dict(sorted((ignored or {}).items())),
         "splits": commit.split_stats(meta, "images"),
         "fingerprint": meta.fingerprint(),
     }
@@ -245,13 +253,23 @@ class WriteImages(beam.PTransform):
     spread: whether some Source holds many images (a row file, a saved dataset). Reading fuses with what
     follows it, so their images are then spread over workers before decoding, or one large file would be
     decoded by one worker alone; a Source of one image file needs no second shuffle of its bytes.
+    ignored: how many files of image folders were left out as no image, by reason, for stats.json.
     """
 
-    def __init__(self, plan: ImagesPlan, identity: JobIdentity, *, spread: bool, label: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: ImagesPlan,
+        identity: JobIdentity,
+        *,
+        spread: bool,
+        ignored: Mapping[str, int] | None = None,
+        label: str | None = None,
+    ) -> None:
         super().__init__(label)
         self.plan = plan
         self.identity = identity
         self.spread = spread
+        self.ignored = dict(ignored or {})
 
     def expand(self, sources: beam.PCollection) -> beam.PCollection:
         plan = self.plan
@@ -286,7 +304,7 @@ class WriteImages(beam.PTransform):
         return (
             shards
             | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, dropped)
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, dropped, self.ignored)
         )
 
 
@@ -297,6 +315,7 @@ def _commit(
     counts: Mapping[str, int],
     tallies: Iterable[Mapping[str, Any]],
     drops: Iterable[tuple[str, int]],
+    ignored: Mapping[str, int],
 ) -> Meta:
     meta = Meta(
         section=plan.section(),
@@ -304,7 +323,7 @@ def _commit(
         config=dict(identity.config),
         inputs=identity.inputs,
     )
-    stats = images_stats(meta, _merge(tallies), drops)
+    stats = images_stats(meta, _merge(tallies), drops, ignored)
     try:
         # A job that wrote no image is a mistake upstream (a flag, the wrong folder), never a corpus.
         check_drops(stats, 1.0, unit="images", hints=_HINTS)

@@ -38,7 +38,11 @@ class ArrayRecordImages(ImageDataset):
             records, section = shards.committed(path, self.split)
             meta = formats.read_meta(path, kind="images")
             held = next((s for s in _VALIDATION_SPLITS if s in meta.splits and s != self.split), None)
-            tokens = {"tokenizer": section.caption_tokenizer, "tokenizer_hash": section.caption_tokenizer_hash}
+            tokens = {
+                "tokenizer": section.caption_tokenizer,
+                "tokenizer_hash": section.caption_tokenizer_hash,
+                "tokenizer_length": section.caption_length,
+            }
             if held is not None:
                 val = shards.committed(path, held)[0]
                 return Opened(train=records, val=val, captioned=records.captioned, **tokens)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from dew.data.images.batches import Captions, ImageOrder, Pixels
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
 from dew.data.records import BatchRecords, describe_source, read_batch
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+
+_log = logging.getLogger(__name__)
 
 
 class Window(BatchRecords):
@@ -42,7 +45,8 @@ class Opened:
     """What an image kind reads: its training and held-out records, or several corpora at weights.
 
     captioned says whether the records carry captions; tokenizer names the tokenizer that wrote the
-    token ids stored beside them, when the caption-tokenize job did, and tokenizer_hash is its hash.
+    token ids stored beside them, when the caption-tokenize job did, tokenizer_hash is its hash and
+    tokenizer_length the ids each caption was padded or cut to.
     """
 
     train: Any = None
@@ -52,6 +56,7 @@ class Opened:
     captioned: bool = True
     tokenizer: str | None = None
     tokenizer_hash: str | None = None
+    tokenizer_length: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -111,18 +116,38 @@ class ImageDataset(IndexedSpec):
         return ImageOrder(order, self.pixels(), captions, seed=self.seed, augment=augment)
 
     def captions(self, opened: Opened, tokenize: Tokenize | None) -> Captions:
-        """Stored token ids when the records carry them; refuses a tokenize= of another tokenizer."""
+        """Stored token ids when the records carry them and tokenize= agrees with them, else tokenize=.
+
+        A tokenize= of another tokenizer is refused. One of the same tokenizer at another length than
+        the stored ids (the job's --max_length against the tokenizer's context) tokenizes the captions,
+        which the records still hold, at the length asked for, and says so once: ids of another width
+        would reach the text encoder without a word otherwise.
+        """
         if opened.tokenizer is None:
             return Captions(tokenize=tokenize)
-        if tokenize is not None:
-            name = getattr(tokenize, "modelname", None) or getattr(tokenize, "name", None)
-            if name != opened.tokenizer and not _hashes_to(tokenize, opened.tokenizer_hash):
-                raise ValueError(
-                    f"{type(self).__name__}: the captions were tokenized offline by {opened.tokenizer!r}, and "
-                    f"tokenize= is {name or type(tokenize).__name__!r}; drop tokenize= to read the stored ids, "
-                    "or rerun the caption-tokenize job with the tokenizer this run wants"
-                )
-        return Captions(stored=True)
+        if tokenize is None:
+            return Captions(stored=True)
+        name = getattr(tokenize, "modelname", None) or getattr(tokenize, "name", None)
+        if name != opened.tokenizer and not _hashes_to(tokenize, opened.tokenizer_hash):
+            raise ValueError(
+                f"{type(self).__name__}: the captions were tokenized offline by {opened.tokenizer!r}, and "
+                f"tokenize= is {name or type(tokenize).__name__!r}; drop tokenize= to read the stored ids, "
+                "or rerun the caption-tokenize job with the tokenizer this run wants"
+            )
+        asked = _context_length(tokenize)
+        if asked == opened.tokenizer_length:
+            return Captions(stored=True)
+        _log.warning(
+            "%s: the stored caption ids are %s long and tokenize= gives %s, so the captions are tokenized "
+            "while loading and the stored ids are left unread; rerun the caption-tokenize job with "
+            "--max_length %s to read stored ids, or drop tokenize= to read the %s-long ones",
+            type(self).__name__,
+            opened.tokenizer_length,
+            asked if asked is not None else "ids of a length it does not state",
+            asked if asked is not None else "N",
+            opened.tokenizer_length,
+        )
+        return Captions(tokenize=tokenize, carried=True)
 
     def held_out(self, records: Any, batch: int, *, where: str) -> tuple[Any, Any]:
         """(train, val): the records with val_batches whole batches cut off their end, or all of them."""
@@ -141,3 +166,15 @@ def _hashes_to(tokenize: Tokenize, stored: str | None) -> bool:
         return fingerprint() == stored
     except OSError:  # a tokenizer that cannot load here is not the one the ids came from; refused by name
         return False
+
+
+def _context_length(tokenize: Tokenize) -> int | None:
+    """The ids `tokenize` pads or cuts a caption to: its context_length, else the width it gives "", else None."""
+    length = getattr(tokenize, "context_length", None)
+    if isinstance(length, int):
+        return length
+    try:
+        ids = tokenize([""])["input_ids"]  # type: ignore[index]
+        return int(ids.shape[-1])
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None

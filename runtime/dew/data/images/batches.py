@@ -104,10 +104,15 @@ class Pixels:
 
 @dataclasses.dataclass(frozen=True)
 class Captions:
-    """What becomes of a batch's captions: handed to `tokenize`, taken from stored ids, or kept as text."""
+    """What becomes of a batch's captions: handed to `tokenize`, taken from stored ids, or kept as text.
+
+    carried: the records hold stored ids that are not read (tokenize= asked for another length); they
+    are taken out of the batch, as read ones are, so no second set of ids rides beside `text`.
+    """
 
     tokenize: Tokenize | None = None
     stored: bool = False
+    carried: bool = False
 
     def text(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
         if self.stored:
@@ -138,7 +143,7 @@ class ImageOrder(DecodedOrder):
         keys = ks if self.augment else None
         out: dict[str, Any] = {"image": self.pixels(images, where, keys, self.seed, verified)}
         text = self.captions.text(batch)
-        for name in TEXT_FIELDS if self.captions.stored else ():
+        for name in TEXT_FIELDS if self.captions.stored or self.captions.carried else ():
             batch.pop(name)
         out.update(batch)
         if text is not None:
