@@ -1,6 +1,7 @@
 """The decode-clips job end to end on DirectRunner: videos made here (two codecs, sizes and frame rates,
 with and without audio, broken in every way the job names), frames and audio checked against what was
-written, the books, determinism across workers and crashes, and the shards read back by ClipShards."""
+written, the books, determinism across workers and crashes, and the shards read back by ClipShards,
+whose has_audio agrees with VideoDataset's over the same files."""
 
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ def test_frames_audio_and_books_of_every_video(committed: tuple[Path, dict], vid
     assert (meta.section.frames, meta.section.frame_size, meta.section.fields) == (
         8,
         32,
-        ("frames", "audio", "caption", "source", "span"),
+        ("frames", "audio", "has_audio", "caption", "source", "span"),
     )
     clips = every_clip(out)
     assert sorted(Path(c["source"]).name for c in clips) == sorted(["tone.mp4", "quiet.mp4", "short-audio.mp4"] * 5)
@@ -120,6 +121,8 @@ def test_frames_audio_and_books_of_every_video(committed: tuple[Path, dict], vid
         assert frame_indices(clip["frames"]) == [math.floor((start + k / 25) * fps + 1e-6) for k in range(8)], name
         audio = clip["audio"]
         assert audio.shape == (5120,) and audio.dtype == np.float32
+        # A video without an audio stream says so; one whose audio track ends early does not.
+        assert clip["has_audio"] == (name != "quiet.mp4"), name
         if name == "quiet.mp4" or (name == "short-audio.mp4" and start >= 1.05):
             assert np.abs(audio).max() < 1e-3, (name, start)  # no audio, or past its end: silence
         elif end <= 1.0 or name == "tone.mp4":
@@ -171,6 +174,57 @@ def test_a_run_left_by_another_decoder_version_is_not_resumed_into_mixed_shards(
 
 
 @pytest.mark.beam
+def test_has_audio_of_every_clip_is_what_video_dataset_gives_for_its_video(videos: Path, tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    from dew.data import DataPartition, LocalVideos
+
+    folder = tmp_path / "pair"
+    folder.mkdir()
+    shutil.copy(videos / "talk" / "quiet.mp4", folder / "a-quiet.mp4")
+    shutil.copy(videos / "talk" / "tone.mp4", folder / "b-tone.mp4")
+    run(tmp_path / "out", "--input", str(folder), *CLIP, "--every", "0.8")
+    data = ClipShards(path=str(tmp_path / "out"), loading=FAST).load(batch=6)
+    assert data.records == 6  # 3 clips a video: one batch holds them all
+    (batch,), _ = read_global(data.train, 1, 1)
+    assert batch["has_audio"].dtype == bool and batch["has_audio"].shape == (6,)
+    offline = {(Path(path).name, bool(flag)) for path, flag in zip(batch["source"], batch["has_audio"], strict=True)}
+
+    model = str(tmp_path / "wav2vec2")
+    transformers.Wav2Vec2FeatureExtractor(sampling_rate=RATE, do_normalize=False).save_pretrained(model)
+    # One video held out for validation and one left to train on: each batch is one known video.
+    spec = LocalVideos(
+        path=str(folder), audio_model=model, frames=8, frame_size=32, audio_padding=0, val_batches=1, loading=FAST
+    )
+    online = spec.load(batch=1)
+    first, second = (Path(r["video_path"]).name for r in spec.source())
+    (held,) = list(online.val(DataPartition()))
+    (trained,), _ = read_global(online.train, 1, 1)
+    assert held["has_audio"].dtype == batch["has_audio"].dtype and held["has_audio"].shape == (1,)
+    online_flags = {(first, bool(held["has_audio"][0])), (second, bool(trained["has_audio"][0]))}
+    assert offline == online_flags == {("a-quiet.mp4", False), ("b-tone.mp4", True)}
+
+
+@pytest.mark.beam
+def test_a_run_left_by_a_dew_whose_records_lacked_has_audio_is_not_resumed_into_mixed_shards(
+    videos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dew.preprocess import clips
+    from dew.preprocess.commit import OutputConflictError
+
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00001-of-00002.array_record"
+    blocker.mkdir(parents=True)
+    old_fields = clips.section_fields
+    monkeypatch.setattr(clips, "section_fields", lambda audio: tuple(f for f in old_fields(audio) if f != "has_audio"))
+    with pytest.raises(Exception, match="train-00001-of-00002"):
+        run(crashed, "--input", str(videos), *FLAGS)  # shard 0 committed in the older layout
+    blocker.rmdir()
+    monkeypatch.undo()
+    with pytest.raises(OutputConflictError, match=r"differs in fields.*--overwrite"):
+        run(crashed, "--input", str(videos), *FLAGS)
+
+
+@pytest.mark.beam
 def test_voxceleb_tree_and_a_list_per_video_jpeg_int16_dropping_silent_videos(videos: Path, tmp_path: Path) -> None:
     vox = tmp_path / "vox" / "dev" / "id0001" / "abc"
     vox.mkdir(parents=True)
@@ -188,7 +242,7 @@ def test_voxceleb_tree_and_a_list_per_video_jpeg_int16_dropping_silent_videos(vi
     for clip in clips:
         want = [round((clip["span"][0] + k / 25) * 25) for k in range(8)]
         assert max(abs(a - b) for a, b in zip(frame_indices(clip["frames"]), want, strict=True)) == 0
-        assert abs(dominant_frequency(clip["audio"], RATE) - 440) < 10
+        assert abs(dominant_frequency(clip["audio"], RATE) - 440) < 10 and clip["has_audio"]
 
     rows = tmp_path / "list.jsonl"
     lines = [{"path": str(videos / "talk" / "tone.mp4"), "caption": "a tone"}, {"path": "gone.mp4", "caption": "x"}]
@@ -244,6 +298,7 @@ def test_clip_shards_resume_exactly_on_another_share_count(committed: tuple[Path
     assert_resume_exact(data.train, steps=5, stop_at=2, count_before=2, count_after=1)
     (batch,), _ = read_global(data.train, 1, 1)
     assert batch["frames"].shape == (4, 8, 32, 32, 3) and batch["audio"].shape == (4, 5120)
+    assert batch["has_audio"].dtype == bool and batch["has_audio"].shape == (4,)
     with pytest.raises(ValueError, match="no tokenize="):
         ClipShards(path=str(out)).load(batch=4, tokenize=lambda captions: captions)
     assert data.val is None  # one split, and nothing held out unless val_batches asks

@@ -1,9 +1,12 @@
 """ClipShards over a dew.clips/1 directory written here record by record (no Beam, no video decoding):
-damage to a committed directory and readers of another kind are refused by name, and a position with
-validation held out resumes exactly on another share count."""
+damage to a committed directory and readers of another kind are refused by name, a position with
+validation held out resumes exactly on another share count, and has_audio is read where the records
+hold it and never guessed where an older layout cannot say."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 from dew.data import ArrayRecordImages, DataPartition, Loading, TokenWindows, formats
+from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.formats import Meta, Shard
 from dew.data.sections import ClipsSection
 from dew.data.video.clip_records import pack_clip, section_fields
@@ -26,29 +30,53 @@ SECTION = ClipsSection(
 )  # fmt: skip
 
 
-def write_clips(directory: Path, shards: int = 2, per_shard: int = 7) -> Path:
-    """A committed clips directory whose clip n has every pixel n and its caption "clip n"."""
+# What decode-clips wrote before its records said whether their video has an audio stream.
+OLD_SECTION = dataclasses.replace(SECTION, fields=("frames", "audio", "caption", "source", "span"))
+
+
+def audible(n: int) -> bool:
+    return n % 3 != 0
+
+
+def write_clips(
+    directory: Path,
+    shards: int = 2,
+    per_shard: int = 7,
+    section: ClipsSection = SECTION,
+    config: dict | None = None,
+    edit=lambda record: record,
+) -> Path:
+    """A committed clips directory whose clip n has every pixel n, its caption "clip n", and audio from
+    its video where audible(n); `edit` changes a record's bytes before it is written."""
     from array_record.python.array_record_module import ArrayRecordWriter
 
     directory.mkdir(parents=True)
     listing = []
-    samples = round(SECTION.frames / SECTION.frame_rate * SECTION.audio_rate)
+    samples = round(section.frames / section.frame_rate * section.audio_rate)
     for index in range(shards):
         name = formats.shard_name("train", index, shards, "array_record")
         writer = ArrayRecordWriter(str(directory / name), "group_size:1")
         units = 0
         for n in range(index * per_shard, (index + 1) * per_shard):
-            frames = np.full((SECTION.frames, SECTION.frame_size, SECTION.frame_size, 3), n, dtype=np.uint8)
+            frames = np.full((section.frames, section.frame_size, section.frame_size, 3), n, dtype=np.uint8)
             record = pack_clip(
-                SECTION, frames, np.zeros(samples, np.float32), caption=f"clip {n}", source=f"v{n}.mp4", span=(0, 0.08)
-            )
+                section, frames, np.zeros(samples, np.float32), caption=f"clip {n}", source=f"v{n}.mp4",
+                span=(0, 0.08), has_audio=audible(n),
+            )  # fmt: skip
+            record = edit(record)
             writer.write(record)
             units += len(record)
         writer.close()
         path = str(directory / name)
         listing.append(Shard(name, per_shard, units, os.path.getsize(path), formats.sha256_file(path)))
-    formats.write_meta(str(directory), Meta(section=SECTION, splits={"train": tuple(listing)}, config={"job": "test"}))
+    meta = Meta(section=section, splits={"train": tuple(listing)}, config=config or {"job": "test"})
+    formats.write_meta(str(directory), meta)
     return directory
+
+
+def every_clip(directory: Path) -> dict:
+    records = ClipShards(path=str(directory), loading=FAST).records()
+    return records.read_batch(np.arange(len(records)))
 
 
 def first_batch(spec) -> dict:
@@ -106,6 +134,7 @@ def test_a_position_resumes_exactly_on_another_share_count_with_validation_held_
     assert_resume_exact(data.train, steps=7, stop_at=stop_at, count_before=before, count_after=after)
     (val,) = list(data.val(DataPartition()))
     assert val["caption"] == [f"clip {n}" for n in range(10, 14)]
+    assert val["has_audio"].tolist() == [audible(n) for n in range(10, 14)]
     assert [int(f[0, 0, 0, 0]) for f in val["frames"]] == list(range(10, 14))
 
 
@@ -116,3 +145,53 @@ def test_parquet_clips_are_refused_naming_the_flag_that_writes_readable_ones(tmp
     formats.write_meta(str(tmp_path), Meta(section=SECTION, splits={"train": (shard,)}, config={"job": "test"}))
     with pytest.raises(ValueError, match=r"not held in \.array_record shards.*--format array_record"):
         ClipShards(path=str(tmp_path), loading=FAST).load(batch=1)
+
+
+def test_has_audio_is_one_byte_a_clip_read_as_bool_per_clip(tmp_path: Path) -> None:
+    directory = write_clips(tmp_path / "clips")
+    clips = every_clip(directory)
+    assert clips["has_audio"].dtype == bool and clips["has_audio"].shape == (14,)
+    assert clips["has_audio"].tolist() == [audible(int(c.split()[1])) for c in clips["caption"]]
+    shard = directory / formats.shard_name("train", 0, 2, "array_record")
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    reader = ArrayRecordReader(str(shard))
+    first = unpack_dict_of_byte_arrays(reader.read([0])[0])
+    reader.close()
+    assert list(first) == ["frames", "audio", "has_audio", "caption", "source", "span"]
+    assert first["has_audio"] == b"\x00"  # clip 0 stands in silence for a video without audio
+
+
+def test_a_has_audio_byte_other_than_0_or_1_is_refused_naming_the_record(tmp_path: Path) -> None:
+    def damage(record: bytes) -> bytes:
+        return pack_dict_of_byte_arrays({**unpack_dict_of_byte_arrays(record), "has_audio": b"\x02"})
+
+    directory = write_clips(tmp_path / "clips", edit=damage)
+    with pytest.raises(ValueError, match=r"train-00000-of-00002\.array_record record 0: has_audio is b'\\x02'"):
+        every_clip(directory)
+
+
+def test_an_older_layout_holds_no_has_audio_where_silence_may_stand_in_for_a_missing_track(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = {"job": "decode-clips", "no_audio": "silence"}
+    directory = write_clips(tmp_path / "clips", section=OLD_SECTION, config=config)
+    with caplog.at_level(logging.WARNING):
+        clips = every_clip(directory)
+    assert "has_audio" not in clips and clips["audio"].shape == (14, 80)
+    assert "do not say whether their video has an audio stream" in caplog.text and "--overwrite" in caplog.text
+    (batch,), _ = read_global(ClipShards(path=str(directory), loading=FAST).load(batch=2).train, 1, 1)
+    assert "has_audio" not in batch
+
+
+def test_an_older_layout_whose_job_dropped_videos_without_audio_has_audio_all_true(tmp_path: Path) -> None:
+    config = {"job": "decode-clips", "no_audio": "drop"}
+    directory = write_clips(tmp_path / "clips", section=OLD_SECTION, config=config)
+    assert every_clip(directory)["has_audio"].tolist() == [True] * 14
+    (batch,), _ = read_global(ClipShards(path=str(directory), loading=FAST).load(batch=2).train, 1, 1)
+    assert batch["has_audio"].dtype == bool and batch["has_audio"].tolist() == [True, True]
+
+
+def test_has_audio_is_a_field_only_beside_audio() -> None:
+    with pytest.raises(ValueError, match="only beside audio"):
+        dataclasses.replace(SECTION, audio_rate=None, fields=("frames", "has_audio", "caption"))

@@ -119,7 +119,10 @@ class ClipsPlan:
         )
 
     def config(self) -> dict[str, Any]:
-        """The JSON config meta.json records: every field that changes a byte of output (not strict)."""
+        """The JSON config meta.json records: every field that changes a byte of output (not strict).
+
+        The section's `fields` are among them, so a crashed run of a dew whose records lacked has_audio
+        is refused by name rather than finished into shards of two layouts."""
         config = {
             "job": "decode-clips",
             **self.section().to_json(),
@@ -214,7 +217,7 @@ class _DecodeVideo(beam.DoFn):
                 span = (clip.start, clip.start + shape.seconds)
                 record = pack_clip(
                     self.section, clip.frames, clip.audio, caption=source.caption, source=source.path, span=span,
-                    quality=plan.quality,
+                    has_audio=clip.has_audio, quality=plan.quality,
                 )  # fmt: skip
                 self.counters["clips_decoded"].inc()
                 self.counters["frames_decoded"].inc(shape.frames)

@@ -163,7 +163,10 @@ class ClipsSection(Section):
     """Decoded video clips with their audio, one packed dict a record.
 
     Every clip holds `frames` frames of frame_size × frame_size RGB at frame_rate, stored raw (uint8) or
-    as one JPEG a frame, and the audio spanning them at audio_rate in audio_dtype.
+    as one JPEG a frame, and the audio spanning them at audio_rate in audio_dtype. `fields` says which
+    fields a record holds: `has_audio` beside `audio` says whether the clip's video has an audio stream
+    at all (directories written before it was recorded lack the field, and stay version 1: a reader that
+    ignores the field reads every other byte as before).
     """
 
     KIND: ClassVar[str] = "clips"
@@ -188,6 +191,8 @@ class ClipsSection(Section):
         if self.audio_dtype not in AUDIO_DTYPES:
             raise ValueError(f"clips audio_dtype {self.audio_dtype!r} must be one of {AUDIO_DTYPES}")
         _fields("clips", self.fields, ("frames", "caption"))
+        if "has_audio" in self.fields and "audio" not in self.fields:
+            raise ValueError("clips has_audio describes the clips' audio: it is a field only beside audio")
 
 
 # Every kind a committed directory can hold, by the name its section has in meta.json.

@@ -3,11 +3,17 @@
 Start-up reads meta.json alone: every shard's record count is there, so no shard is opened until a
 batch needs it. The stream is an IndexedSpec's: one global record order, so a run resumes exactly from
 a saved position on any process count that divides the batch.
+
+A directory written before the job recorded `has_audio` cannot say which of its clips hold silence
+standing in for a video without an audio stream (the job's default, --no_audio silence). Its batches
+then hold no `has_audio` rather than a guess, except where its job dropped every such video
+(--no_audio drop): there every clip's video has audio, and `has_audio` is all True.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +21,7 @@ import numpy as np
 
 from dew.data import formats, remote, validate
 from dew.data.dataset import Dataset
-from dew.data.formats import Shard
+from dew.data.formats import Meta, Shard
 from dew.data.images.base import Window
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
@@ -23,14 +29,21 @@ from dew.data.sections import ClipsSection
 from dew.data.spec import IndexedSpec, Tokenize
 from dew.data.video.clip_records import unpack_clips
 
+_log = logging.getLogger(__name__)
+
 
 class ClipRecords(BatchRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
     the process that reads it, and checked against meta.json's checksum then (once per host and file,
     as every committed shard is), a gs:// one after its fetch into the local cache."""
 
-    def __init__(self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str) -> None:
+    def __init__(
+        self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str, *, all_have_audio: bool
+    ) -> None:
+        """all_have_audio: the directory guarantees every clip's video has an audio stream, though its
+        records do not say so (an older layout): has_audio is then all True."""
         self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
+        self.all_have_audio = all_have_audio
         self.ends = np.cumsum(np.array([s.records for s in self.shards], dtype=np.int64))
         self._readers: dict[int, Any] = {}
 
@@ -68,7 +81,10 @@ class ClipRecords(BatchRecords):
             for row, record in zip(rows[order].tolist(), got, strict=True):
                 raw[row] = record
         where = [f"{self.shards[s].name} record {i}" for s, i in zip(shard_of.tolist(), local.tolist(), strict=True)]
-        return unpack_clips(self.section, raw, where)
+        batch = unpack_clips(self.section, raw, where)
+        if self.all_have_audio:
+            batch["has_audio"] = np.ones(len(raw), dtype=bool)
+        return batch
 
 
 @datasets("clip_shards")
@@ -77,8 +93,11 @@ class ClipShards(IndexedSpec):
     """Decoded clips from a committed `dew.clips/1` directory (the decode-clips job's), no decoding.
 
     A batch holds `frames` uint8 [B, frames, S, S, 3], `audio` float32 [B, samples] when the clips
-    carry audio (int16 storage is scaled back to [-1, 1]), `caption` and `source` (lists of str) and
-    `span` (float64 [B, 2], the clip's start and end in seconds in its source). path may be gs://.
+    carry audio (int16 storage is scaled back to [-1, 1]) and with it `has_audio` (bool [B], False
+    where the video has no audio stream and its audio is silence, as VideoDataset gives it; absent for
+    a directory written before the job recorded it, unless that job dropped such videos), `caption` and
+    `source` (lists of str) and `span` (float64 [B, 2], the clip's start and end in seconds in its
+    source). path may be gs://.
     val_batches whole batches off the end of the split are held out for validation; by default none,
     since the job writes one split.
     """
@@ -110,7 +129,9 @@ class ClipShards(IndexedSpec):
         if not remote.is_remote(self.path):  # a local shard's size now; a gs:// one's after its fetch
             for shard in shards:
                 formats.verify_shard(self.path, shard)
-        return ClipRecords(self.path, section, shards, meta.fingerprint())
+        return ClipRecords(
+            self.path, section, shards, meta.fingerprint(), all_have_audio=_all_have_audio(meta, self.path)
+        )
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         if tokenize is not None:
@@ -123,3 +144,21 @@ class ClipShards(IndexedSpec):
         if cut is None:
             return self.global_dataset(batch, train=records, val=None)
         return self.global_dataset(batch, train=Window(records, 0, cut), val=Window(records, cut, len(records) - cut))
+
+
+def _all_have_audio(meta: Meta, path: str) -> bool:
+    """Whether a directory whose records hold audio but no has_audio still guarantees that every clip's
+    video has an audio stream: only where its decode-clips job dropped every video without one."""
+    section = meta.section
+    assert isinstance(section, ClipsSection)
+    if "audio" not in section.fields or "has_audio" in section.fields:
+        return False
+    if meta.config.get("job") == "decode-clips" and meta.config.get("no_audio") == "drop":
+        return True
+    _log.warning(
+        "%s: its clips do not say whether their video has an audio stream (written before decode-clips "
+        "recorded has_audio), and silence may stand in for a missing one, so its batches hold no has_audio. "
+        "Rerun decode-clips with --overwrite to record it",
+        path,
+    )
+    return False
