@@ -199,3 +199,20 @@ def test_committed_output_sheds_the_marker_and_temporaries_of_a_run_killed_after
     (out / commit.MARKER).write_text(json.dumps({"fingerprint": identity.fingerprint}))
     assert commit.prepare_output(str(out), identity, overwrite=False)
     assert sorted(os.listdir(out)) == ["meta.json", "train-00000-of-00001.bin"]
+
+
+def test_an_input_folder_is_named_as_given_never_as_a_pattern_made_of_it(tmp_path: Path) -> None:
+    empty, full = tmp_path / "empty", tmp_path / "full"
+    empty.mkdir()
+    full.mkdir()
+    (full / "a.jsonl").write_text('{"text": "a"}\n')
+    for pattern in (str(empty), f"{empty}/", f"{empty}/**"):
+        with pytest.raises(FileNotFoundError, match=rf"^--input '{empty}' is a folder that holds no file$"):
+            files.expand_inputs([pattern])
+    with pytest.raises(FileNotFoundError, match=rf"^--input '{full}' is a folder; name its files with a glob"):
+        files.expand_inputs([str(full)])
+    with pytest.raises(FileNotFoundError, match=rf"^--input '{tmp_path}/none-\*' matches no file$"):
+        files.expand_inputs([f"{tmp_path}/none-*"])
+    with pytest.raises(FileNotFoundError, match=rf"^--input '{tmp_path}/gone/' matches no file$"):
+        files.expand_inputs([f"{tmp_path}/gone/"])
+    assert [f.path for f in files.expand_inputs([f"{full}/"])] == [str(full / "a.jsonl")]

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import difflib
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -120,7 +121,27 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None, *, beam: bool)
     with _nothing_required(p):
         _, rest = p.parse_known_args(argv)
     _refuse_unknown(p, rest, beam=beam)
-    return p.parse_known_args(argv)
+    args, rest = p.parse_known_args(argv)
+    _expand_home(args)
+    return args, rest
+
+
+# The flags that name files or folders; a gs:// value never starts with `~`, so it passes unchanged.
+_PATH_FLAGS = ("input", "output", "corpus")
+
+
+def _expand_home(args: argparse.Namespace) -> None:
+    """Makes a leading `~` of a path flag the user's home, as a shell would have done unquoted.
+
+    A quoted glob ('~/raw/*.jsonl') or `--output=~/c` reaches the job with the `~` intact, and Beam
+    would take it as a folder named `~` under the working directory.
+    """
+    for name in _PATH_FLAGS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, os.path.expanduser(value))
+        elif isinstance(value, list):
+            setattr(args, name, [os.path.expanduser(v) if isinstance(v, str) else v for v in value])
 
 
 @contextlib.contextmanager

@@ -53,15 +53,28 @@ def expand_inputs(patterns: Sequence[str]) -> tuple[InputFile, ...]:
         listed = [
             InputFile(meta.path, int(meta.size_in_bytes), float(meta.last_updated_in_seconds or 0))
             for meta in result.metadata_list
+            if not (is_local(meta.path) and os.path.isdir(meta.path))  # Beam matches a local folder as itself
         ]
         if is_local(pattern):
             listed += [InputFile(path, 0, os.lstat(path).st_mtime) for path in _broken_links(pattern)]
         if not listed:
-            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+            raise FileNotFoundError(_matches_nothing(pattern))
         for item in listed:
             if not item.path.rstrip("/").split("/")[-1].startswith("."):  # editors' swap files, our temporaries
                 found[item.path] = item
     return tuple(found[path] for path in sorted(found))
+
+
+def _matches_nothing(pattern: str) -> str:
+    """Why `pattern` gave no input file, naming what the user gave: a folder, not `folder/**`, the
+    pattern the jobs that read whole folders list it by."""
+    folder = pattern.removesuffix("**").rstrip("/") or pattern
+    local = is_local(folder)
+    if (local and not os.path.isdir(folder)) or (not local and folder == pattern):
+        return f"--input {pattern!r} matches no file"
+    if pattern == folder and os.listdir(folder):
+        return f"--input {folder!r} is a folder; name its files with a glob, e.g. '{folder}/*'"
+    return f"--input {folder!r} is a folder that holds no file"
 
 
 def link_problem(path: str) -> str | None:

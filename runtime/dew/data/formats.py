@@ -248,7 +248,7 @@ def read_meta(directory: str, kind: str | None = None) -> Meta:
 
 
 def _read_meta(directory: str, kind: str | None = None) -> Meta:
-    path = os.path.join(directory, META)
+    path = os.path.join(remote.resolve(directory), META)
     if remote.is_remote(path):
         try:
             return Meta.from_json(json.loads(remote.read_bytes(path)), where=path)
@@ -281,23 +281,24 @@ def is_directory(path: str) -> bool:
     """Whether `path` names a corpus directory rather than one data file (gs:// has no real directories)."""
     if remote.is_remote(path):
         return not path.rstrip("/").endswith(tuple(f".{ext}" for ext in SHARD_EXTENSIONS))
-    return os.path.isdir(path)
+    return os.path.isdir(remote.resolve(path))
 
 
 def exists(path: str) -> bool:
     if remote.is_remote(path):
         return remote.exists(path) or (is_directory(path) and remote.exists(os.path.join(path, META)))
-    return os.path.exists(path)
+    return os.path.exists(remote.resolve(path))
 
 
 def local_file(path: str) -> str:
-    """A local path holding the data file `path`: itself, or a gs:// file's copy in the local cache."""
-    return remote.fetch(path) if remote.is_remote(path) else path
+    """A local path holding the data file `path`: itself (its `~` expanded), or a gs:// file's copy in
+    the local cache."""
+    return remote.fetch(path) if remote.is_remote(path) else remote.resolve(path)
 
 
 def _sibling_json(path: str) -> tuple[str, Any]:
     """(where, content) of the meta.json beside a data file, local or gs://; content is None when there is none."""
-    where = os.path.join(os.path.dirname(path) or ".", META)
+    where = os.path.join(os.path.dirname(remote.resolve(path)) or ".", META)
     if remote.is_remote(where):
         try:
             return where, json.loads(remote.read_bytes(where))
@@ -350,7 +351,7 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
     A gs:// shard is fetched into the local cache and always checked against its sha256 there.
     """
-    path = os.path.join(directory, shard.name)
+    path = os.path.join(remote.resolve(directory), shard.name)
     if remote.is_remote(path):
         return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
@@ -417,6 +418,7 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
     and cost every host the scan the file exists to avoid. A file without its split and role (written
     by an older dew) cannot show where it belongs, so it is ignored and the runtime recomputes it.
     """
+    path = remote.resolve(path)
     cached = remote.is_remote(path)
     if cached:
         if not remote.exists(path):

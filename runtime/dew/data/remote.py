@@ -59,6 +59,16 @@ def is_remote(path: str) -> bool:
     return str(path).startswith("gs://")
 
 
+def resolve(path: str) -> str:
+    """The path the filesystem is asked for: a local one with its leading `~` made the user's home, as a
+    shell would; a gs:// URI as it is.
+
+    Readers call this as they open a path, never when a spec is made, so a spec's config and a saved
+    position keep the path as its user wrote it, and mean the same on a host with another home.
+    """
+    return path if is_remote(path) else os.path.expanduser(path)
+
+
 def cache_dir() -> str:
     return os.environ.get("DEW_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dew")
 

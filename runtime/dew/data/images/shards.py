@@ -213,8 +213,8 @@ def raw_files(directory: str) -> list[str]:
         )
     if remote.is_remote(directory):
         names = remote.list_names(directory)
-    elif os.path.isdir(directory):
-        names = os.listdir(directory)
+    elif os.path.isdir(remote.resolve(directory)):
+        names = os.listdir(remote.resolve(directory))
     else:
         raise FileNotFoundError(f"no shard directory at {directory}")
     return [os.path.join(directory, n) for n in sorted(names) if n.endswith(".array_record")]
@@ -232,7 +232,7 @@ def raw(directory: str, files: Sequence[str]) -> ImageRecords:
         raise FileNotFoundError(f"{directory} holds no .array_record files")
     local, counts, fields = [], [], None
     for file in files:
-        path = remote.fetch(file) if remote.is_remote(file) else file
+        path = formats.local_file(file)
         try:
             reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             counts.append(reader.num_records())

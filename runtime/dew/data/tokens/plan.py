@@ -79,7 +79,7 @@ class MixturePlan:
 def _load(path: str) -> Any:
     if remote.is_remote(path):
         return json.loads(remote.read_bytes(path))
-    if not os.path.isfile(path):
+    if not os.path.isfile(remote.resolve(path)):
         raise FileNotFoundError(f"no mixture plan at {path}")
-    with open(path) as f:
+    with open(remote.resolve(path)) as f:
         return json.load(f)
