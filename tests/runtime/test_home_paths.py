@@ -75,3 +75,25 @@ def test_clip_shards_open_a_directory_under_home(home: Path) -> None:
     write_clips(home / "clips")
     given = ClipShards(path="~/clips", loading=FAST, val_batches=0)
     same_batches(first_batch(given), first_batch(ClipShards(path=str(home / "clips"), loading=FAST, val_batches=0)))
+
+
+def test_a_video_folder_under_home_is_listed(home: Path) -> None:
+    from dew.data.video.corpora import video_files
+
+    (home / "vids" / "a").mkdir(parents=True)
+    for name in ("a/1.mp4", "2.mp4"):
+        (home / "vids" / name).write_bytes(b"")
+    found = video_files("~/vids", (".mp4",), kind="LocalVideos")
+    assert found == [(str(home / "vids" / "2.mp4"), "2.mp4"), (str(home / "vids" / "a" / "1.mp4"), "a/1.mp4")]
+
+
+def test_a_parquet_table_under_home_reads(home: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from dew.data.rows import read_table
+
+    pq.write_table(pa.table({"chosen": [[1, 2]], "rejected": [[3]]}), home / "pairs.parquet")
+    assert read_table("~/pairs.parquet", ["chosen", "rejected"]).num_rows == 1
+    with pytest.raises(FileNotFoundError, match=r"no parquet file at ~/nothing\.parquet"):
+        read_table("~/nothing.parquet", ["chosen"])

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import remote
 from dew.data.extras import require
 
 
@@ -55,12 +56,13 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
         return pq.read_table(source, columns=wanted)
 
     if "://" not in path:
-        if not os.path.exists(path):
+        local = remote.resolve(path)
+        if not os.path.exists(local):
             raise FileNotFoundError(f"no parquet file at {path}")
-        return read(path)
+        return read(local)
     fsspec = require("fsspec", for_what=f"reading {path}")
-    with fsspec.open(path, "rb") as remote:
-        data = remote.read()
+    with fsspec.open(path, "rb") as opened:
+        data = opened.read()
     return read(require("pyarrow", for_what=f"reading parquet ({path})").BufferReader(data))
 
 

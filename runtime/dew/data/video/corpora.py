@@ -16,7 +16,7 @@ def video_files(path: str | None, extensions: tuple[str, ...], *, kind: str) -> 
     if not path:
         raise ValueError(f"{kind}.path must name a directory of videos")
     wanted = tuple(e.lower() for e in extensions)
-    root = path.rstrip("/")
+    root = remote.resolve(path.rstrip("/"))  # `~` is the home folder, as in every reader
     if remote.is_remote(root):
         found = remote.find(root)
     elif os.path.isdir(root):
