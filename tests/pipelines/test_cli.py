@@ -211,6 +211,22 @@ def test_a_count_or_weight_below_one_is_a_usage_error_naming_the_flag(
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("job", ["tokenize", "images", "ingest-urls", "decode-clips"])
+@pytest.mark.parametrize(
+    ("count", "message"),
+    [("0", "must be a positive int, got '0'"), ("100000", "a split holds at most 99999 shards, got '100000'")],
+)
+def test_a_shard_count_a_name_cannot_spell_is_refused_at_the_command_line(
+    job: str, count: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-of-100000 does not parse back as a shard name: refused here, not by a worker writing shard 0."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main([job, "--input", "x", "--output", "o", "--num_shards", count])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--num_shards: {message}" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("given", "refused"),
     [

@@ -236,6 +236,22 @@ def test_a_job_that_writes_nothing_fails_uncommitted(tmp_path: Path, capsys: pyt
     assert formats.read_meta(str(out)).shards("train")
 
 
+def test_a_shard_size_that_plans_too_many_shards_is_refused_before_any_is_written(
+    text_inputs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The count is known only once the tokens are counted; it used to reach shard_name inside a worker,
+    as a traceback, after the job had already begun writing."""
+    out = tmp_path / "out"
+    command = ["tokenize", "--input", str(text_inputs / "*"), "--output", str(out), *IN_MEMORY]
+    assert cli.main([*command, "--shard_size_mb", "1e-9"]) == 2
+    err = capsys.readouterr().err
+    refusal = err.split("dew-preprocess tokenize: ")[-1]
+    assert refusal.startswith("--shard_size_mb plans ") and " train shards (" in refusal, err[-2000:]
+    assert refusal.rstrip().endswith("Use a larger --shard_size_mb, or set the count with --num_shards")
+    assert "Traceback" not in refusal and len(refusal.strip().splitlines()) == 1
+    assert not out.exists() or not any(out.iterdir())
+
+
 @pytest.mark.gcs
 def test_gs_inputs_and_outputs_through_the_emulator(text_inputs: Path, tmp_path: Path, gcs_emulator: str) -> None:
     from google.cloud import storage

@@ -99,3 +99,11 @@ def test_a_hand_edited_meta_json_is_refused_naming_the_file(edit, message, tmp_p
 def test_sections_validate_themselves(section, fields, message) -> None:
     with pytest.raises(ValueError, match=message):
         section(**fields)
+
+
+def test_a_shard_count_past_five_digits_is_refused_where_the_name_is_made() -> None:
+    """`train-00000-of-100000.bin` does not parse back, so it used to be refused later, inside a worker."""
+    last = formats.shard_name("train", formats.MAX_SHARDS - 1, formats.MAX_SHARDS, "bin")
+    assert formats.parse_shard_name(last) == ("train", 99_998, 99_999, "bin")
+    with pytest.raises(ValueError, match="at most 99999 shards, not 100000"):
+        formats.shard_name("train", 0, formats.MAX_SHARDS + 1, "bin")

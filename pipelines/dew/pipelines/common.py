@@ -23,10 +23,12 @@ from dew.pipelines import worker_logs
 from dew.pipelines.flags import UsageError
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
+from dew.preprocess.shards import TooManyShardsError
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
 DATAFLOW_RUNNERS = ("DataflowRunner", "dataflow")
 _FLAGS_HINT = "`terraform output -raw dataflow_flags` prints all of them (docs/infrastructure.md)"
+_TOO_MANY_SHARDS = f"{TooManyShardsError.__module__}.{TooManyShardsError.__qualname__}"
 
 
 def pipeline_options(rest: Sequence[str]) -> PipelineOptions:
@@ -138,11 +140,28 @@ def run_committed(
         commit.reopen_output(output, identity)
     pipeline = make_pipeline(options)
     build(pipeline)
-    _, found, seconds = run(pipeline)
+    try:
+        _, found, seconds = run(pipeline)
+    except Exception as error:
+        if not reopen and _planned_too_many_shards(error):
+            # Refused as the shards were planned, before any was written: the rerun with a larger size
+            # is another config, and should not need --overwrite to replace a run that wrote nothing.
+            commit.clear_output(output)
+        raise
     if rate is not None and seconds:
         print(f"  {rate(found, seconds)}", file=sys.stderr)
     print(f"committed {output}", file=sys.stderr)
     return found
+
+
+def _planned_too_many_shards(error: BaseException) -> bool:
+    """Whether the run failed as its shard count was planned: raised here, or relayed by a worker as text."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, TooManyShardsError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return _TOO_MANY_SHARDS in str(error)
 
 
 def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:

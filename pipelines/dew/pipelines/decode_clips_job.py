@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
-    p.add_argument("--num_shards", type=int, default=None, help="shard count, instead of by size")
+    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
     flags.switch(p, "--strict", "fail on the first bad video, naming it, instead of counting it by reason")
     flags.switch(p, "--overwrite", "replace an output written by another config")
     return p

@@ -17,6 +17,8 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from dew.data import formats
+
 
 class UsageError(Exception):
     """A command line the job cannot run: the message says what is wrong and what to type instead."""
@@ -76,6 +78,14 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}")
+    return value
+
+
+def shard_count(text: str) -> int:
+    """An argparse type for --num_shards: a positive count a shard name can spell (formats.MAX_SHARDS)."""
+    value = positive_int(text)
+    if value > formats.MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"a split holds at most {formats.MAX_SHARDS} shards, got {text!r}")
     return value
 
 

@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     add_image_flags(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
-    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by size")
+    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
     flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
     flags.switch(p, "--overwrite", "replace an output written by another config")
     return p

@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     add_image_flags(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of rows, drawn by a hash, held out")
     p.add_argument("--rows_per_shard", type=int, default=10_000, help="input rows per shard (before drops)")
-    p.add_argument("--num_shards", type=int, default=None, help="train shard count, instead of by rows")
+    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by rows")
     p.add_argument("--threads", type=int, default=64, help="concurrent fetches per worker process")
     p.add_argument("--per_host", type=int, default=16, help="most requests in flight to one host, per worker process")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds one attempt may take, body included")

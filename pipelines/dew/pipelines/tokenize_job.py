@@ -34,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
-    p.add_argument("--num_shards", type=flags.positive_int, default=None, help="train shard count, instead of by size")
+    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
     p.add_argument(
         "--seq_len",
         type=flags.positive_int,

@@ -32,7 +32,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.sections import ClipsSection
 from dew.data.video import decode
 from dew.data.video.clip_records import pack_clip, section_fields
@@ -45,7 +45,7 @@ from dew.preprocess.drops import TooManyDropsError
 from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.shards import WriteShards
+from dew.preprocess.shards import WriteShards, sized_count
 
 NO_AUDIO = "no_audio"
 DROP_REASONS = (*decode.REASONS, NO_AUDIO, *SOURCE_REASONS)
@@ -100,8 +100,8 @@ class ClipsPlan:
             raise ValueError(f"no_audio must be one of {NO_AUDIO_POLICIES}, got {self.no_audio!r}")
         if self.ext not in SHARD_EXTENSIONS or self.ext == "bin":
             raise ValueError(f"clip shards are array_record or parquet, not {self.ext!r}")
-        if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
-            raise ValueError("shard_bytes and num_shards must be positive")
+        if self.shard_bytes < 1 or (self.num_shards is not None and not 1 <= self.num_shards <= MAX_SHARDS):
+            raise ValueError(f"shard_bytes must be positive and num_shards in 1..{MAX_SHARDS}")
         if not 1 <= self.quality <= 100:
             raise ValueError(f"JPEG quality must be in 1..100, got {self.quality}")
         self.section()  # an encoding or dtype the contract refuses is a usage error, now
@@ -228,7 +228,7 @@ class _DecodeVideo(beam.DoFn):
 def shard_count(total_bytes: int, plan: ClipsPlan) -> dict[str, int]:
     if plan.num_shards is not None:
         return {TRAIN: plan.num_shards}
-    return {TRAIN: max(1, math.ceil(total_bytes / plan.shard_bytes))}
+    return {TRAIN: sized_count(TRAIN, total_bytes, plan.shard_bytes)}
 
 
 def _route(element: tuple[Key, tuple[Parked, int]], counts: Mapping[str, int]) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.sections import TokensSection
 from dew.preprocess import commit, documents, layout
 from dew.preprocess.commit import JobIdentity
@@ -60,8 +60,8 @@ class CorpusPlan:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.shard_bytes < 1:
             raise ValueError(f"shard_bytes must be positive, got {self.shard_bytes}")
-        if self.num_shards is not None and self.num_shards < 1:
-            raise ValueError(f"num_shards must be positive, got {self.num_shards}")
+        if self.num_shards is not None and not 1 <= self.num_shards <= MAX_SHARDS:
+            raise ValueError(f"num_shards must be in 1..{MAX_SHARDS}, got {self.num_shards}")
         if self.windows and self.tokenizer.eos_id is None:
             raise ValueError("packing plans need document boundaries: tokenize with --pack to write eos ids")
         if self.ext not in SHARD_EXTENSIONS:

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_field
-from dew.data.formats import SHARD_EXTENSIONS, Meta, Shard
+from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.images import pixels
 from dew.data.sections import RESIZE_POLICIES, ImagesSection
 from dew.preprocess import commit, documents
@@ -38,7 +37,7 @@ from dew.preprocess.documents import NAMESPACE, STATS_TAG
 from dew.preprocess.drops import TooManyDropsError, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
 from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.shards import WriteShards
+from dew.preprocess.shards import WriteShards, sized_count
 
 DUPLICATE = "duplicate"
 DROP_REASONS = (*pixels.REASONS, DUPLICATE, *ROW_REASONS, *FILE_REASONS)
@@ -95,8 +94,8 @@ class ImagesPlan:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if not 1 <= self.quality <= 100:
             raise ValueError(f"--quality must be in 1..100, got {self.quality}")
-        if self.shard_bytes < 1 or (self.num_shards is not None and self.num_shards < 1):
-            raise ValueError("shard_bytes and num_shards must be positive")
+        if self.shard_bytes < 1 or (self.num_shards is not None and not 1 <= self.num_shards <= MAX_SHARDS):
+            raise ValueError(f"shard_bytes must be positive and num_shards in 1..{MAX_SHARDS}")
         self.section()  # an encoding or field list the contract refuses is a usage error, now
 
     def section(self) -> ImagesSection:
@@ -204,10 +203,12 @@ def shard_counts(sizes: Iterable[tuple[str, int]], plan: ImagesPlan) -> dict[str
     """Each split's shard count from its bytes; train and (with a val_fraction) val always get one."""
     total = {TRAIN: 0, **({VAL: 0} if plan.val_fraction else {})}
     total.update(sizes)
-    counts = {split: max(1, math.ceil(size / plan.shard_bytes)) for split, size in total.items()}
-    if plan.num_shards is not None:
-        counts[TRAIN] = plan.num_shards
-    return counts
+    return {
+        split: plan.num_shards
+        if split == TRAIN and plan.num_shards is not None
+        else sized_count(split, size, plan.shard_bytes)
+        for split, size in total.items()
+    }
 
 
 def images_stats(

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Iterable
 from typing import Any
 
 from dew.data.images.fetch import FetchPolicy
 from dew.preprocess.images import TRAIN, VAL, ImagesPlan
+from dew.preprocess.shards import sized_count
 
 # The fields every record holds after image and caption, before the row's extra fields.
 URL_FIELDS = ("url", "width", "height")
@@ -68,7 +68,9 @@ def shard_counts(rows: Iterable[tuple[str, int]], plan: IngestPlan) -> dict[str,
     """Each split's shard count from its input rows, so it never depends on what the fetches give."""
     total = {TRAIN: 0, **({VAL: 0} if plan.images.val_fraction else {})}
     total.update(rows)
-    counts = {split: max(1, math.ceil(n / plan.rows_per_shard)) for split, n in total.items()}
-    if plan.images.num_shards is not None:
-        counts[TRAIN] = plan.images.num_shards
-    return counts
+    return {
+        split: plan.images.num_shards
+        if split == TRAIN and plan.images.num_shards is not None
+        else sized_count(split, n, plan.rows_per_shard, flag="--rows_per_shard", unit="rows")
+        for split, n in total.items()
+    }

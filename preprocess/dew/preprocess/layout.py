@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from dew.preprocess.shards import sized_count
 
 TRAIN = "train"
 VAL = "val"
@@ -91,9 +92,9 @@ class Layout:
                 first_empty = (file, first)
         val = int(position * val_fraction)
         cut = position - val
-        shards = {TRAIN: num_shards or max(1, math.ceil(cut * itemsize / shard_bytes))}
+        shards = {TRAIN: num_shards or sized_count(TRAIN, cut * itemsize, shard_bytes)}
         if val:
-            shards[VAL] = max(1, math.ceil(val * itemsize / shard_bytes))
+            shards[VAL] = sized_count(VAL, val * itemsize, shard_bytes)
         return cls(
             file_starts=starts,
             tokens=position,

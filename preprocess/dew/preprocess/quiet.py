@@ -19,6 +19,7 @@ USER_ERRORS = (
     "dew.preprocess.commit.OutputConflictError",
     "dew.preprocess.documents.BadInputError",
     "dew.preprocess.drops.TooManyDropsError",
+    "dew.preprocess.shards.TooManyShardsError",
 )
 VERBOSE = "DEW_VERBOSE"
 _TRACEBACK = "Traceback (most recent call last):"

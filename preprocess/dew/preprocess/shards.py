@@ -18,6 +18,7 @@ the run's temporary directory, and `write_piece_indexes` joins them into `<split
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 import tempfile
@@ -33,10 +34,36 @@ from dew.data.pieces import PIECES, PieceIndex
 from dew.preprocess import files
 from dew.preprocess.documents import NAMESPACE
 from dew.preprocess.parked import Parked
+from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat, write_shard_file
 
 _READ_BACK = 1 << 22
 Key = tuple[Any, ...]
+TRAIN = "train"
+
+
+class TooManyShardsError(ValueError):
+    """A shard size that plans more shards than a shard name can count (formats.MAX_SHARDS)."""
+
+
+def sized_count(split: str, amount: int, per_shard: int, *, flag: str = "--shard_size_mb", unit: str = "bytes") -> int:
+    """How many shards hold a split of `amount` at `per_shard` each: at least one, and never more than
+    formats.MAX_SHARDS. Every job that sizes its shards plans through here.
+
+    The count is known only once the job has counted what it read, so the launcher cannot check it with
+    its flags; refusing it here, as it is planned, fails before any shard is written rather than in the
+    worker that would name shard 100000. `flag` and `unit` say what set `per_shard`.
+    """
+    count = max(1, math.ceil(amount / per_shard))
+    if count > formats.MAX_SHARDS:
+        fix = f"a larger {flag}" + (", or set the count with --num_shards" if split == TRAIN else "")
+        raise user_error(
+            TooManyShardsError(
+                f"{flag} plans {count} {split} shards ({amount} {unit} at {per_shard} a shard), more than the "
+                f"{formats.MAX_SHARDS} a split can have; nothing was committed. Use {fix}"
+            )
+        )
+    return count
 
 
 class _Spill:

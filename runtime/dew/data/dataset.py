@@ -165,7 +165,8 @@ def global_dataset(
     loading = loading.started(in_process=in_process)
     train_order = order if order is not None else ShuffledEpochs(train, seed)
     val_reader = None
-    if val is not None and len(val) and val_batches != 0:
+    # An empty split is refused too: skipping it would leave Dataset.val None without a word.
+    if val is not None and val_batches != 0:
         steps = len(val) // batch
         if val_batches is not None:
             steps = min(steps, val_batches)

@@ -30,6 +30,8 @@ META = "meta.json"
 # Token corpora written before the shared envelope; still read, never written.
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
+# The most shards a split can have: a shard name spells its index and count in five digits.
+MAX_SHARDS = 99_999
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
 _log = logging.getLogger("dew.data")
@@ -40,6 +42,9 @@ def shard_name(split: str, index: int, count: int, ext: str) -> str:
     """`train-00003-of-00016.bin`: the name every writer gives shard `index` of `count`."""
     if ext not in SHARD_EXTENSIONS:
         raise ValueError(f"shard extension {ext!r} is not one of {SHARD_EXTENSIONS}")
+    if count > MAX_SHARDS:
+        # `-of-100000` would not parse back as a shard name, and every reader would refuse the directory.
+        raise ValueError(f"a split holds at most {MAX_SHARDS} shards, not {count}")
     if not 0 <= index < count:
         raise ValueError(f"shard index {index} is outside 0..{count - 1}")
     return f"{split}-{index:05d}-of-{count:05d}.{ext}"

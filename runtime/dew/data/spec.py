@@ -11,10 +11,13 @@ from dew.data.loading import Loading
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
+    from dew.data.formats import Meta
     from dew.data.order import Order
 
 VAL_BATCHES = 4
 """The validation batches an indexed kind scores by default: a steady score at little reading."""
+# The splits of a committed directory that validation reads, the first one present.
+VALIDATION_SPLITS = ("val", "validation")
 
 # A caption reader: takes a batch of caption strings, returns what the model's text encoder reads.
 Tokenize = Callable[[Sequence[str]], Any]
@@ -93,6 +96,26 @@ class IndexedSpec(DatasetSpec):
             order=order,
             records=records,
             in_process=self.reads_in_process,
+        )
+
+    def held_out_split(self, meta: Meta | None, *, path: str, other_than: str | None = None) -> str | None:
+        """The split of a committed directory (`meta`, None for a single file) that validation reads, other
+        than `other_than`; None where there is none, and held_out_tail decides instead.
+
+        One that holds no record is refused when validation is asked for (val_batches other than 0):
+        the pass would otherwise be skipped and Dataset.val be None without a word, which a run that
+        asked to score the split would only find at its first evaluation. With val_batches=0 it is None.
+        """
+        if meta is None:
+            return None
+        held = next((s for s in VALIDATION_SPLITS if s in meta.splits and s != other_than), None)
+        if held is None or any(shard.records for shard in meta.splits[held]):
+            return held
+        if self.val_batches == 0:
+            return None
+        raise ValueError(
+            f"{path}: its held-out split {held!r} holds no records to validate on; set val_batches=0 to train "
+            "without validation, or rerun the job that wrote it with a larger --val_fraction"
         )
 
     def held_out_tail(self, available: int, batch: int, *, path: str, what: str) -> int | None:

@@ -10,8 +10,6 @@ from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
 from dew.data.registry import datasets
 
-_VALIDATION_SPLITS = ("val", "validation")
-
 
 @datasets("array_record_images")
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +35,7 @@ class ArrayRecordImages(ImageDataset):
         if formats.exists(os.path.join(path, formats.META)):
             records, section = shards.committed(path, self.split)
             meta = formats.read_meta(path, kind="images")
-            held = next((s for s in _VALIDATION_SPLITS if s in meta.splits and s != self.split), None)
+            held = self.held_out_split(meta, path=path, other_than=self.split)
             tokens = {
                 "tokenizer": section.caption_tokenizer,
                 "tokenizer_hash": section.caption_tokenizer_hash,

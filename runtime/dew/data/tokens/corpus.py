@@ -10,21 +10,11 @@ from dew.data import formats, remote
 from dew.data.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
-_VALIDATION_SPLITS = ("val", "validation")
-
 
 def corpus_meta(path: str) -> formats.Meta | None:
     """meta.json of a token corpus directory; None for a single file (a directory must be committed,
     and hold tokens)."""
     return formats.read_meta(path, kind="tokens") if formats.is_directory(path) else None
-
-
-def validation_split(path: str) -> str | None:
-    """The held-out split a committed corpus carries, if any."""
-    meta = corpus_meta(path)
-    if meta is None:
-        return None
-    return next((s for s in _VALIDATION_SPLITS if s in meta.splits), None)
 
 
 def open_tokens(path: str, *, split: str = "train", field: str | None = None) -> TokenSource:

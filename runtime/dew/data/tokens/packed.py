@@ -25,7 +25,7 @@ from dew.data.packing import (
 from dew.data.phases import DataPhase, PhasedOrder, check_path, check_phases
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
-from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens, validation_split
+from dew.data.tokens.corpus import check_one_tokenizer, corpus_meta, open_tokens
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
 from dew.data.tokens.plan import MixturePlan, is_plan
 
@@ -158,7 +158,7 @@ class PackedTokens(IndexedSpec):
         """(training windows, validation windows or None) of one corpus."""
         window = self.seq_len + 1
         train = packed_split(path, "train", window=window, bins=self.packing_bins, field=self.field)
-        held = validation_split(path)
+        held = self.held_out_split(corpus_meta(path), path=path)
         if held is not None:
             return train, packed_split(path, held, window=window, bins=self.packing_bins, field=self.field)
         cut = self.held_out_tail(len(train), batch, path=path, what="packed windows")

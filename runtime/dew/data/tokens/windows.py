@@ -13,7 +13,7 @@ from dew.data.mixture import Corpus, MixtureOrder
 from dew.data.records import BatchRecords, describe_source
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
-from dew.data.tokens.corpus import open_tokens, validation_split
+from dew.data.tokens.corpus import corpus_meta, open_tokens
 from dew.data.tokens.sources import TokenSource, spans
 
 
@@ -85,7 +85,7 @@ class TokenWindows(IndexedSpec):
         if self.path is None:
             raise ValueError("TokenWindows.path is unset: name a tokenized corpus directory or file")
         train = TokenWindowSource(open_tokens(self.path, field=self.field), self.seq_len)
-        held = validation_split(self.path)
+        held = self.held_out_split(corpus_meta(self.path), path=self.path)
         val = None
         if held is not None:
             val = TokenWindowSource(open_tokens(self.path, split=held, field=self.field), self.seq_len)
