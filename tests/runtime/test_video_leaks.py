@@ -17,6 +17,9 @@ pytest.importorskip("av")
 DECODES = 500
 # A leaked frame a decode would hold about 6 MiB here, a leaked container hundreds; what stays is noise.
 RSS_SLACK = 4 << 20
+# A descriptor leaked a decode would be 500 here. Other tests' threads in this process (servers, pools)
+# may open or close a few while the loop runs, so the count is bounded rather than held equal.
+FD_SLACK = 8
 
 
 def _resident(process) -> int:
@@ -46,5 +49,6 @@ def test_500_decodes_leak_no_descriptors_and_no_memory(tmp_path) -> None:
     rss = _resident(process)
     fds = process.num_fds()
     decode(DECODES)
-    assert process.num_fds() == fds
+    assert process.num_fds() - fds < FD_SLACK
+    assert not [f for f in process.open_files() if f.path == path], "the video file is still open"
     assert _resident(process) - rss < RSS_SLACK
