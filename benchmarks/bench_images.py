@@ -8,10 +8,15 @@ Prints images/s for each and the ratios. Run: .venv/bin/python benchmarks/bench_
 from __future__ import annotations
 
 import io
+import os
+import sys
 import tempfile
 import time
 
 import numpy as np
+
+# Run as a script from anywhere: the repository root holds the test helpers this builds its data with.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 SIZE, BATCH, IMAGES = 256, 32, 384
 

@@ -7,12 +7,17 @@ Prints batches/s for each and the ratio. Run: .venv/bin/python benchmarks/bench_
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+# Run as a script from anywhere: the repository root holds the test helpers this builds its data with.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 SIZE, BATCH, THREADS, BATCHES, URLS = 256, 32, 16, 12, 512
 BASELINE = f"ThreadPoolExecutor({THREADS}) of urlopen + pixels.decode + pixels.square, stacked into batches"
