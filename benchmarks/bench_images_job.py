@@ -5,8 +5,10 @@ The baseline is stated in one line in BASELINE below and printed first.
 Both sides work on the same ImageFolder tree of real photographs (skimage.data, colour, 300-1000 px, JPEG
 q90, each photograph flipped and cropped into distinct files). The job reads, decodes, checks the rules,
 resizes, encodes, packs, shards, writes ArrayRecord and commits. Two ratios, job / baseline images/s:
-- steady state (the goal, >= 0.7): the job's wall clock less its start-up, measured as the same job over
-  one image, run first so both job runs find the same warm file cache;
+- steady state (the goal, >= 0.7): the job's marginal rate, the IMAGES more images of a job over
+  2 × IMAGES than of one over IMAGES per extra second (each run twice, the faster kept). Subtracting a
+  one-image run's start-up (~8 s of worker start) from a ~10 s run instead left a difference of two noisy
+  numbers, which read anywhere from 0.9 to 2.2 for the same code;
 - wall clock: everything a user waits for, Beam's fixed start-up included (it shrinks as inputs grow).
 The job's images/s per core is printed beside img2dataset's published ~80 images/s per core, which
 includes downloading. The machine is shared, so the baseline is timed before and after the job.
@@ -26,18 +28,19 @@ BASELINE = (
     "mode and cv2.imdecode), scale the shorter side to 256 and centre-crop (cv2), encode JPEG q95; nothing written"
 )
 IMAGES = 1200
+RUNS = 2
 TWO = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 SIZE = 256
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field", "cat")
 
 
-def write_folder(root: str) -> list[str]:
+def write_folder(root: str, images: int = IMAGES) -> list[str]:
     import numpy as np
     from PIL import Image
     from skimage import data
 
     paths = []
-    for i in range(IMAGES):
+    for i in range(images):
         pixels = getattr(data, PHOTOS[i % len(PHOTOS)])()
         step = i // len(PHOTOS)
         pixels = pixels[:, ::-1] if step % 2 else pixels
@@ -107,20 +110,32 @@ def run_job(inputs: str, output: str) -> float:
 def main() -> None:
     print(BASELINE)
     with tempfile.TemporaryDirectory() as work:
-        paths = write_folder(os.path.join(work, "folder"))
+        double = write_folder(os.path.join(work, "double"), 2 * IMAGES)
+        paths = double[:IMAGES]  # the first IMAGES of the double folder, linked: the same files
+        for path in paths:
+            linked = os.path.join(work, "folder", os.path.relpath(path, os.path.join(work, "double")))
+            os.makedirs(os.path.dirname(linked), exist_ok=True)
+            os.link(path, linked)
         one = os.path.join(work, "one")
         os.makedirs(os.path.join(one, "class0"))
         os.link(paths[0], os.path.join(one, "class0", "00000.jpg"))
         with mp.get_context("spawn").Pool(2) as pool:
             before, decoder = baseline(pool, paths)
             startup = run_job(one, os.path.join(work, "out-one"))
-            seconds = run_job(os.path.join(work, "folder"), os.path.join(work, "out"))
+            runs: dict[str, list[float]] = {"folder": [], "double": []}
+            for run in range(RUNS):
+                for name in runs:
+                    runs[name].append(run_job(os.path.join(work, name), os.path.join(work, f"out-{name}-{run}")))
             after, _ = baseline(pool, paths)
     plain = (before + after) / 2
-    steady = IMAGES / max(seconds - startup, 1e-9)
+    seconds, doubled = min(runs["folder"]), min(runs["double"])
+    steady = IMAGES / max(doubled - seconds, 1e-9)
     wall = IMAGES / seconds
     print(f"plain loop ({decoder}, 2 processes): {before:,.0f} before, {after:,.0f} after the job images/s")
-    print(f"job: {seconds:.1f} s wall for {IMAGES} images, start-up {startup:.1f} s")
+    print(
+        f"job: {seconds:.1f} s wall for {IMAGES} images, {doubled:.1f} s for {2 * IMAGES} (best of {RUNS}), "
+        f"start-up {startup:.1f} s"
+    )
     print(f"job steady state: {steady:,.0f} images/s, ratio {steady / plain:.2f} (goal >= 0.7)")
     print(f"job wall clock:   {wall:,.0f} images/s, ratio {wall / plain:.2f}")
     print(f"job per core: {steady / 2:,.0f} images/s (img2dataset publishes ~80 per core, download included)")

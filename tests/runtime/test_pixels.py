@@ -78,6 +78,28 @@ def test_the_rules_drop_by_header_before_decoding_and_by_pixels_after() -> None:
     assert reason(encoded(data.astronaut(), "PNG"), ImageRules(max_pixels=512 * 511)) == pixels.TOO_MANY_PIXELS
 
 
+def test_the_flat_colour_rule_answers_as_the_full_standard_deviation_does() -> None:
+    # The rule skips the float64 std when the range alone proves it large enough; near-flat images,
+    # where the bound cannot decide, must still get pixels.std()'s answer.
+    rng = np.random.default_rng(0)
+    images = [np.full((50, 60, 3), 7, np.uint8), data.astronaut()]
+    for _ in range(100):
+        shape = (int(rng.integers(1, 200)), int(rng.integers(1, 200)), 3)
+        image = np.full(shape, rng.integers(0, 256), np.uint8)
+        for _ in range(int(rng.integers(0, 3))):
+            image[rng.integers(0, shape[0]), rng.integers(0, shape[1]), rng.integers(0, 3)] = rng.integers(0, 256)
+        images.append(image)
+    for min_std in (1e-5, 0.01, 0.5, 2.0, 60.0):
+        rules = ImageRules(min_std=min_std)
+        for image in images:
+            try:
+                rules.check_pixels(image)
+                dropped = False
+            except ImageRejected as rejected:
+                dropped = rejected.reason == pixels.FLAT_COLOUR
+            assert dropped == (float(image.std()) < min_std), (min_std, image.shape)
+
+
 def test_a_decompression_bomb_is_dropped_from_its_header() -> None:
     bomb = io.BytesIO()
     Image.new("1", (10_000, 10_000)).save(bomb, format="PNG")  # 100 megapixels in a few kilobytes

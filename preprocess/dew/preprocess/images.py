@@ -1,7 +1,13 @@
 """WriteImages: Sources → a committed `dew.images/1` directory, end to end, as one PTransform.
 
-    read (undecoded) → decode, check, resize, encode, pack → (dedupe) → split → shard counts → route
+    read (undecoded) → decode, check, resize, encode, pack, park → (dedupe) → split → shard counts → route
     → write shards → stats.json → meta.json
+
+A packed record is parked (dew.preprocess.parked) in one temporary file per bundle of the worker that
+encoded it, and only its Parked reference travels on: on DirectRunner every stage boundary otherwise
+sent each record's bytes through the runner process and back (to the routing stage, which waits on the
+shard counts, and through the shuffle to its shard), which cost more than decoding and resizing it.
+The shard writer reads each record from its parked file in key order, so the bytes written are the same.
 
 Every image goes through dew.data.images.pixels, so it is dropped for the same reasons and resized the
 same way as wherever else dew reads pixels.
@@ -26,8 +32,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
-from dew.data.codec import pack_dict_of_byte_arrays, unpack_field
+from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.images import pixels
 from dew.data.sections import RESIZE_POLICIES, ImagesSection
@@ -36,6 +45,7 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE, STATS_TAG
 from dew.preprocess.drops import TooManyDropsError, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
+from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards, sized_count
 
@@ -152,6 +162,13 @@ class _Progress:
 
 
 class _Encode(beam.DoFn):
+    """((file, row), (image bytes, fields, draw)) → ((file, row), (Parked record, draw)), or with dedupe
+    (image digest, that element); a dropped image is its reason on DROPS_TAG.
+
+    The bundle's records are parked in one file, closed before any reference to it is handed on: the
+    references leave in finish_bundle.
+    """
+
     def __init__(self, plan: ImagesPlan) -> None:
         self.plan = plan
 
@@ -159,6 +176,11 @@ class _Encode(beam.DoFn):
         self.encoded = beam.metrics.Metrics.counter(NAMESPACE, "images_encoded")
         self.drops = {r: beam.metrics.Metrics.counter(NAMESPACE, r) for r in pixels.REASONS}
         self.progress = _Progress()
+
+    def start_bundle(self) -> None:
+        self._discard()
+        self.parking: ParkingFile | None = ParkingFile(self.plan.output, "images.records")
+        self.parked: list[Any] = []
 
     def process(self, element: tuple[Key, tuple[bytes, dict[str, bytes], int]]) -> Iterator[Any]:
         key, (data, fields, place) = element
@@ -170,7 +192,27 @@ class _Encode(beam.DoFn):
             return
         self.encoded.inc()
         self.progress.add()
-        yield key, (pack_dict_of_byte_arrays({"image": image, **fields}), place)
+        assert self.parking is not None
+        record = (key, (self.parking.add(pack_dict_of_byte_arrays({"image": image, **fields})), place))
+        self.parked.append((hashlib.sha256(image).hexdigest(), record) if self.plan.dedupe else record)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        assert self.parking is not None
+        self.parking.close()
+        self.parking = None  # handed on: from now on its references are what finds the records
+        parked, self.parked = self.parked, []
+        for element in parked:
+            yield WindowedValue(element, MIN_TIMESTAMP, (GlobalWindow(),))
+
+    def teardown(self) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        """Removes the file of a bundle that failed before finish_bundle: no reference to it left."""
+        parking = getattr(self, "parking", None)
+        if parking is not None:
+            parking.discard()
+            self.parking = None
 
 
 def _first_of_each_image(element: tuple[str, Iterable[tuple[Key, Any]]]) -> Iterator[Any]:
@@ -181,10 +223,6 @@ def _first_of_each_image(element: tuple[str, Iterable[tuple[Key, Any]]]) -> Iter
         yield beam.pvalue.TaggedOutput(DROPS_TAG, DUPLICATE)
 
 
-def _image_digest(element: tuple[Key, tuple[bytes, int]]) -> tuple[str, tuple[Key, tuple[bytes, int]]]:
-    return hashlib.sha256(unpack_field(element[1][0], "image")).hexdigest(), element
-
-
 def split_of(place: int, val_fraction: float) -> tuple[str, float]:
     """(split, where in the split in [0, 1)) of a record's draw."""
     at = place / _DRAW
@@ -193,7 +231,7 @@ def split_of(place: int, val_fraction: float) -> tuple[str, float]:
     return TRAIN, (at - val_fraction) / (1.0 - val_fraction)
 
 
-def _route(element: tuple[Key, tuple[bytes, int]], val_fraction: float, counts: Mapping[str, int]) -> Any:
+def _route(element: tuple[Key, tuple[Parked, int]], val_fraction: float, counts: Mapping[str, int]) -> Any:
     key, (record, place) = element
     split, at = split_of(place, val_fraction)
     return (split, min(counts[split] - 1, int(at * counts[split]))), (key, record)
@@ -280,15 +318,14 @@ class WriteImages(beam.PTransform):
         records, drops = encoded.records, [encoded[DROPS_TAG]]
         if plan.dedupe:
             unique = (
-                records
-                | "ImageDigest" >> beam.Map(_image_digest)
+                records  # keyed by the image's digest, which _Encode took before parking
                 | "ByImage" >> beam.GroupByKey()
                 | "FirstOfEach" >> beam.FlatMap(_first_of_each_image).with_outputs(DROPS_TAG, main="records")
             )
             records, drops = unique.records, [*drops, unique[DROPS_TAG]]
         counts = beam.pvalue.AsSingleton(
             records
-            | "SplitBytes" >> beam.Map(lambda kv: (split_of(kv[1][1], plan.val_fraction)[0], len(kv[1][0])))
+            | "SplitBytes" >> beam.Map(lambda kv: (split_of(kv[1][1], plan.val_fraction)[0], kv[1][0].size))
             | "BytesPerSplit" >> beam.CombinePerKey(sum)
             | "AllSplits" >> beam.combiners.ToList()
             | "ShardCounts" >> beam.Map(shard_counts, plan)

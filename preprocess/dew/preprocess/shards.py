@@ -17,6 +17,7 @@ the run's temporary directory, and `write_piece_indexes` joins them into `<split
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -38,6 +39,8 @@ from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat, write_shard_file
 
 _READ_BACK = 1 << 22
+# Parked files a shard writer keeps open at once.
+_OPEN_PARKED = 16
 Key = tuple[Any, ...]
 TRAIN = "train"
 
@@ -96,17 +99,22 @@ class _Spill:
             if a == b:
                 raise RuntimeError(f"record key {a} reached one shard twice; the read step emitted it twice")
         spill = open(self.path, "rb", buffering=_READ_BACK)  # noqa: SIM115 (closed below)
-        elsewhere: tuple[str, Any] | None = None  # the parked file being read, open while its records follow
+        # Parked files being read, the most recently used last: records of a few files can interleave in
+        # key order (images parked per bundle), and reopening a file for every record would cost more
+        # than reading it, above all on gs://.
+        elsewhere: collections.OrderedDict[str, Any] = collections.OrderedDict()
         try:
             for _, path, offset, size, _ in self.index:
                 if path == self.path:
                     reader = spill
                 else:
-                    if elsewhere is None or elsewhere[0] != path:
-                        if elsewhere is not None:
-                            elsewhere[1].close()
-                        elsewhere = path, files.open_read(path)
-                    reader = elsewhere[1]
+                    reader = elsewhere.get(path)
+                    if reader is None:
+                        if len(elsewhere) >= _OPEN_PARKED:
+                            elsewhere.popitem(last=False)[1].close()
+                        reader = elsewhere[path] = files.open_read(path)
+                    else:
+                        elsewhere.move_to_end(path)
                 reader.seek(offset)
                 record = reader.read(size)
                 if len(record) != size:
@@ -117,8 +125,8 @@ class _Spill:
                 yield record
         finally:
             spill.close()
-            if elsewhere is not None:
-                elsewhere[1].close()
+            for reader in elsewhere.values():
+                reader.close()
 
 
 @dataclasses.dataclass(frozen=True)
