@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,3 +77,22 @@ def assert_resume_exact(
     tail, tail_state = read_global(reader, count_after, steps - stop_at, state)
     assert_batches_equal(full, head + tail)
     assert tail_state == full_state, f"the resumed run ends at {tail_state}, the uninterrupted one at {full_state}"
+
+
+def run_preprocess(*args: str) -> subprocess.CompletedProcess[str]:
+    """`dew-preprocess ARGS` in a fresh interpreter, as a user runs it: its exit code and what it printed,
+    with DEW_VERBOSE unset so the test sees the one-line errors a user sees, not the tracebacks."""
+    return subprocess.run(
+        [sys.executable, "-m", "dew.pipelines.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={name: value for name, value in os.environ.items() if name != "DEW_VERBOSE"},
+    )
+
+
+def assert_refused_quietly(done: subprocess.CompletedProcess[str]) -> None:
+    """A job refused with exit code 2 and no traceback."""
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 
 from dew.pipelines import cli, common, flags
 from dew.pipelines.jobs import JOBS
+from tests.support import assert_refused_quietly, run_preprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,17 +172,9 @@ def test_a_user_error_on_a_worker_process_is_one_message_with_no_traceback(tmp_p
     for a mistake of the user's, nothing but the launcher's one message reaches the terminal."""
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps({"body": f"document {i}"}) + "\n" for i in range(12)))
-    command = [sys.executable, "-m", "dew.pipelines.cli", "tokenize", "--input", str(source)]
-    done = subprocess.run(
-        [*command, "--output", str(tmp_path / "out"), "--direct_num_workers", "2"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={name: value for name, value in os.environ.items() if name != "DEW_VERBOSE"},
-    )
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    where = ("--input", str(source), "--output", str(tmp_path / "out"))
+    done = run_preprocess("tokenize", *where, "--direct_num_workers", "2")
+    assert_refused_quietly(done)
     assert "dew-preprocess tokenize: the job wrote none of 12 documents" in done.stderr
 
 
