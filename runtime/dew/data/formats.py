@@ -319,34 +319,31 @@ def _is_dew_meta(data: Any) -> bool:
     return isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")
 
 
-def read_sibling_meta(path: str) -> dict[str, Any] | None:
-    """The token fields (dtype, eos_id, ...) of the meta.json beside a plain data file, or None: a
-    nanoGPT-style .bin has none. A dew meta.json gives its tokens section; any other JSON is taken as is."""
-    where, data = _sibling_json(path)
-    if _is_dew_meta(data):
-        return Meta.from_json(data, where=where).expect(TokensSection.KIND, where).to_json()
-    return data
+@dataclasses.dataclass(frozen=True)
+class SingleFile:
+    """A data file read on its own: where to read it, the meta.json beside it as token fields (dtype, eos_id, ...;
+    None for a nanoGPT-style .bin with none), and that meta.json's entry for it (None when unlisted)."""
+
+    local: str
+    tokens: dict[str, Any] | None
+    shard: Shard | None
 
 
-def committed_shard(path: str) -> Shard | None:
-    """meta.json's entry for a data file read on its own out of a committed directory, local or gs://,
-    so it is checked as the directory's reader checks it; None for a file no dew meta.json beside it
-    lists (a nanoGPT-style .bin)."""
+def single_file(path: str) -> SingleFile:
+    """Opens a data file read out of its directory, reading the meta.json beside it once.
+
+    A dew meta.json gives its tokens section, and the file, when it lists it, is checked as the directory's
+    reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
+    the token fields as it is, and an unlisted file is read as it is."""
     where, data = _sibling_json(path)
     if not _is_dew_meta(data):
-        return None
+        return SingleFile(local_file(path), data, None)
+    meta = Meta.from_json(data, where=where)
+    tokens = meta.expect(TokensSection.KIND, where).to_json()
     name = os.path.basename(path)
-    shards = Meta.from_json(data, where=where).splits.values()
-    return next((shard for split in shards for shard in split if shard.name == name), None)
-
-
-def checked_file(path: str) -> tuple[str, Shard | None]:
-    """(local path, meta.json's entry) of a data file read on its own: a listed shard is checked by
-    size now (a gs:// one fetched and checked by sha256 too), an unlisted file is taken as it is."""
-    shard = committed_shard(path)
-    if shard is None:
-        return local_file(path), None
-    return verify_shard(os.path.dirname(path) or ".", shard), shard
+    shard = next((s for split in meta.splits.values() for s in split if s.name == name), None)
+    local = local_file(path) if shard is None else verify_shard(os.path.dirname(path) or ".", shard)
+    return SingleFile(local, tokens, shard)
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:

@@ -45,16 +45,16 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         raise FileNotFoundError(f"no token corpus at {path}")
     if path.endswith(".bin"):
         return TokenBytes(path)  # it reads the meta.json beside the path, not beside a cached copy
-    sibling = formats.read_sibling_meta(path) or {}
     # A gs:// shard is checked as it is fetched; a local one when it is first opened.
-    local, shard = formats.checked_file(path)
+    single = formats.single_file(path)
+    sibling, shard = single.tokens or {}, single.shard
     common = {
         "dtype": np.dtype(sibling.get("dtype", "uint16")),
         "eos_id": sibling.get("eos_id"),
         "vocab_size": sibling.get("vocab_size"),
         "shards": None if shard is None or remote.is_remote(path) else [shard],
     }
-    path = local
+    path = single.local
     if path.endswith(".array_record"):
         return TokenRecords([path], field=field, **common)
     if path.endswith(".parquet"):

@@ -120,14 +120,14 @@ class TokenBytes:
         else:
             if not formats.exists(path):
                 raise FileNotFoundError(f"no token file at {path}")
-            sibling = formats.read_sibling_meta(path)
+            # One shard of a committed directory, read on its own, is checked like the directory's own.
+            single = formats.single_file(path)
+            sibling = single.tokens
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = _dtype_from_meta(sibling, where)
-            # One shard of a committed directory, read on its own, is checked like the directory's own.
-            local, shard = formats.checked_file(path)
-            self.files = (local,)
+            self.files = (single.local,)
             self._directory = os.path.dirname(path) or "."
-            self._shards = None if shard is None else (shard,)
+            self._shards = None if single.shard is None else (single.shard,)
             self._fingerprint = None
             self.vocab_size = sibling.get("vocab_size") if sibling else None
             own_eos = sibling.get("eos_id") if sibling else None
