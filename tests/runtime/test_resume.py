@@ -150,6 +150,18 @@ def test_a_resume_under_other_loading_knobs_reads_the_same_pixels(root, stop_at,
     assert tail_state == full_state
 
 
+def test_a_run_read_in_process_resumes_exactly_in_a_worker_process(root) -> None:
+    def reader(loading: Loading):
+        spec = ArrayRecordImages(root["images"], image_size=16, val_batches=0, seed=7, loading=loading, **AUGMENT)
+        return spec.load(batch=4).train
+
+    full, full_state = read_global(reader(FAST), 1, 5)
+    _, state = read_global(reader(FAST), 2, 2)
+    tail, tail_state = read_global(reader(Loading(workers=1, threads=2, read_buffer=4)), 1, 3, state)
+    assert_batches_equal(full[2:], tail)
+    assert tail_state == full_state
+
+
 def test_a_resume_onto_shares_a_ramp_stage_does_not_split_is_refused_by_name(root) -> None:
     spec = PackedTokens(path={root["a"]: 1.0, root["b"]: 2.0}, seq_len=15, seed=1, loading=FAST)
     run = ramped(spec.load(batch=8), Ramp(start=2, increment=2, samples=4))
