@@ -129,6 +129,19 @@ class _NotDew:
         raise AssertionError("never restored")
 
 
+class _FetchAsYouGo:
+    """A stream with no position, as OnlineImages gives: what it yields depends on which fetches succeed."""
+
+    def __next__(self) -> dict:
+        return {}
+
+
+def test_a_stream_without_a_position_is_refused_when_its_checkpoint_args_are_built() -> None:
+    for args in (DataPositionSave, DataPositionRestore):
+        with pytest.raises(TypeError, match=r"_FetchAsYouGo has no position .*checkpoint_every=None"):
+            args(_FetchAsYouGo())
+
+
 def test_bad_positions_are_refused_by_path(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a dew data position"):
         DataPositionHandler().save(tmp_path, DataPositionSave(_NotDew()))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Role, datasets, tokenizer_for
+from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Ramp, Role, datasets, ramped, tokenizer_for
 from dew.data.chat import ChatWindows
 from dew.data.templates import ChatTemplate
 from tests.runtime.chat_support import CHATML, chat_tokenizer  # noqa: F401
@@ -204,3 +204,27 @@ def test_sources_travel_to_grain_workers_whole(chat_tokenizer: str) -> None:  # 
     for key, value in source.read_batch(picks).items():
         np.testing.assert_array_equal(copy.read_batch(picks)[key], value, err_msg=key)
     assert copy.describe() == source.describe()
+
+
+@given(stop_at=st.integers(0, 6), counts=st.sampled_from([(1, 2), (2, 1), (2, 2)]), samples=st.integers(1, 16))
+@settings(max_examples=4, deadline=None)
+def test_a_ramped_run_and_its_validation_pass_resume_exactly(
+    chat_tokenizer: str,  # noqa: F811
+    tmp_path_factory,
+    stop_at,
+    counts,
+    samples,
+) -> None:
+    path = tmp_path_factory.mktemp("chat") / "val.parquet"
+    pq.write_table(pa.Table.from_pylist(rows(12)), path)
+    spec = ChatMessages(
+        tokenizer=chat_tokenizer, records=records(rows(9)), val_path=str(path), seq_len=48, val_batches=None,
+        seed=1, loading=SERIAL,
+    )  # fmt: skip
+    run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=samples))
+    with run.val(DataPartition()) as one_pass:
+        steps = sum(1 for _ in one_pass)
+    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(
+        run.val, steps=steps, stop_at=min(stop_at, steps), count_before=counts[0], count_after=counts[1]
+    )

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dew.data import ArrayRecordImages, DataPartition, Loading, TokenWindows, formats
+from dew.data import ArrayRecordImages, DataPartition, Loading, Ramp, TokenWindows, formats, ramped
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.formats import Meta, Shard
 from dew.data.sections import ClipsSection
@@ -195,3 +197,11 @@ def test_an_older_layout_whose_job_dropped_videos_without_audio_has_audio_all_tr
 def test_has_audio_is_a_field_only_beside_audio() -> None:
     with pytest.raises(ValueError, match="only beside audio"):
         dataclasses.replace(SECTION, audio_rate=None, fields=("frames", "has_audio", "caption"))
+
+
+@given(stop_at=st.integers(0, 8), counts=st.sampled_from([(1, 2), (2, 1), (2, 2)]), samples=st.integers(1, 16))
+@settings(max_examples=5, deadline=None)
+def test_a_ramped_clip_stream_resumes_exactly_across_its_stages(tmp_path_factory, stop_at, counts, samples) -> None:
+    spec = ClipShards(path=str(write_clips(tmp_path_factory.mktemp("c") / "clips")), seed=2, loading=FAST)
+    run = ramped(spec.load(batch=6), Ramp(start=2, increment=2, samples=samples))
+    assert_resume_exact(run.train, steps=8, stop_at=stop_at, count_before=counts[0], count_after=counts[1])

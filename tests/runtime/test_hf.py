@@ -201,3 +201,12 @@ def test_worker_processes_reopen_a_table_handed_over_in_memory() -> None:
         batch=6, dataset=table
     )
     assert_batches_equal(read_global(in_process.train, 1, 5)[0], read_global(in_workers.train, 1, 5)[0])
+
+
+@given(stop_at=st.integers(0, 6), counts=st.sampled_from([(1, 2), (2, 3), (6, 1)]), samples=st.integers(1, 40))
+@settings(max_examples=6, deadline=None)
+def test_a_ramped_hooked_stream_and_its_validation_pass_resume_exactly(spec, stop_at, counts, samples) -> None:
+    data = dataclasses.replace(spec, preprocess=shout).load(batch=12)
+    run = ramped(data, Ramp(start=6, increment=6, samples=samples))
+    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(run.val, steps=2, stop_at=min(stop_at, 2), count_before=counts[0], count_after=counts[1])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import CC3M, CombinedMsml612, DataPartition, DiffusionDB, Loading, OxfordFlowers, datasets
+from dew.data import CC3M, CombinedMsml612, DataPartition, DiffusionDB, Loading, OxfordFlowers, Ramp, datasets, ramped
 from dew.data.images import corpora
 from dew.data.images.flowers import FLOWER_NAMES
 from tests.runtime import image_support as support
@@ -77,6 +77,9 @@ def test_a_combined_corpus_resumes_exactly_on_another_share_count(msml612, stop_
     assert_resume_exact(data.train, steps=5, stop_at=stop_at, count_before=shares[0], count_after=shares[1])
     (held,) = list(data.val(DataPartition()))
     assert held["image"].shape == (4, 16, 16, 3)
+    run = ramped(data, Ramp(start=2, increment=2, samples=6))  # two steps of 2, so at most 2 shares, then 4
+    before, after = min(shares[0], 2), min(shares[1], 2)
+    assert_resume_exact(run.train, steps=5, stop_at=stop_at, count_before=before, count_after=after)
 
 
 def test_every_named_corpus_round_trips_with_the_bucket_as_its_default_root() -> None:

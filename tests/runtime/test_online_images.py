@@ -11,7 +11,7 @@ import numpy as np
 import psutil
 import pytest
 
-from dew.data import DataPartition, Loading, datasets
+from dew.data import DataPartition, Loading, Ramp, datasets, ramped
 from dew.data.images.fetch import FetchPolicy
 from dew.data.images.online import BUCKET, WARN_WINDOW, CombinedOnline, OnlineImages
 from dew.data.images.online_pool import FETCHED, MAX_THREADS, fit
@@ -167,6 +167,8 @@ def test_several_readers_of_a_share_are_refused_and_the_stream_has_no_position(s
         data.train(DataPartition(readers=2, reader=1))
     with data.train(DataPartition()) as stream:
         assert not hasattr(stream, "get_state") and not hasattr(stream, "set_state")
+    with pytest.raises(TypeError, match="ramped needs a training stream whose position is a global record count"):
+        ramped(data, Ramp(start=1, increment=1, samples=4))
 
 
 def test_each_pass_visits_the_share_once_across_workers_and_shares_cover_the_rows() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, datasets
+from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, Ramp, datasets, ramped
 from tests.support import assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
@@ -168,3 +168,16 @@ def test_exactly_one_source_and_sane_fields() -> None:
         PreferencePairs(path="a.parquet", seq_len=0)
     with pytest.raises(ValueError, match="carries no captions"):
         PreferencePairs(records=as_records(pair_rows(2)), seq_len=8).load(batch=1, tokenize=lambda texts: texts)
+
+
+@given(stop_at=st.integers(0, 8), counts=st.sampled_from([(1, 2), (2, 1), (2, 2)]), samples=st.integers(1, 20))
+@settings(max_examples=6, deadline=None)
+def test_a_ramped_run_and_its_validation_pass_resume_exactly(tmp_path_factory, stop_at, counts, samples) -> None:
+    val = write_parquet(tmp_path_factory.mktemp("pairs") / "val.parquet", pair_rows(13, seed=9))
+    spec = PreferencePairs(
+        records=as_records(pair_rows(11)), val_path=val, seq_len=8, val_batches=None, seed=2, loading=SERIAL
+    )
+    data = spec.load(batch=4)
+    run = ramped(data, Ramp(start=2, increment=2, samples=samples))
+    assert_resume_exact(run.train, steps=8, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])

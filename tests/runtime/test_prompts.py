@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import DataPartition, Loading, Prompts, datasets, tokenizer_for
+from dew.data import DataPartition, Loading, Prompts, Ramp, datasets, ramped, tokenizer_for
 from tests.runtime.chat_support import chat_tokenizer  # noqa: F401
 from tests.support import assert_resume_exact, read_global
 
@@ -191,3 +191,23 @@ def test_a_tokenizer_without_a_chat_template_is_refused() -> None:
         Prompts(tokenizer="byte", records=records(verl_rows(1))).load(batch=1)
     with pytest.raises(ValueError, match="exactly one of path"):
         Prompts(tokenizer="byte")
+
+
+@given(stop_at=st.integers(0, 6), counts=st.sampled_from([(1, 2), (2, 1), (2, 2)]), samples=st.integers(1, 16))
+@settings(max_examples=4, deadline=None)
+def test_a_ramped_run_and_its_validation_pass_resume_exactly(
+    chat_tokenizer: str,  # noqa: F811
+    tmp_path_factory,
+    stop_at,
+    counts,
+    samples,
+) -> None:
+    val = tmp_path_factory.mktemp("prompts") / "val.parquet"
+    pq.write_table(pa.Table.from_pylist(verl_rows(12)), val)
+    spec = Prompts(
+        tokenizer=chat_tokenizer, records=records(verl_rows(10)), val_path=str(val), val_batches=None, seed=3,
+        loading=SERIAL,
+    )  # fmt: skip
+    run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=samples))
+    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import HFOptions, PreparedTFDS, TFDSOptions, datasets
+from dew.data import HFOptions, PreparedTFDS, Ramp, TFDSOptions, datasets, ramped
 from tests.runtime.providers_support import SERIAL, decode_text, ns, prepare_tfds
 from tests.support import assert_resume_exact, read_global
 
@@ -161,3 +161,12 @@ def test_records_beyond_the_split_are_refused_at_load(prepared: Path) -> None:
     assert small(prepared, records=size).load(batch=4).records == size
     with pytest.raises(ValueError, match=f"records={size + 1} is more than the {size} records"):
         small(prepared, records=size + 1).load(batch=4)
+
+
+@given(stop_at=st.integers(0, 6), counts=st.sampled_from([(1, 2), (2, 1), (2, 2)]), samples=st.integers(1, 16))
+@settings(max_examples=4, deadline=None)
+def test_a_ramped_run_and_its_validation_pass_resume_exactly(prepared: Path, stop_at, counts, samples) -> None:
+    data = small(prepared, val_split="test", val_batches=None, preprocess=decode_text, seed=2).load(batch=4)
+    run = ramped(data, Ramp(start=2, increment=2, samples=samples))
+    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])

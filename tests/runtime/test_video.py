@@ -6,8 +6,10 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dew.data import DataPartition, Loading, LocalVideos, VoxCeleb2
+from dew.data import DataPartition, Loading, LocalVideos, Ramp, VoxCeleb2, ramped
 from dew.data.images.batches import record_rng
 from tests.runtime import video_support as support
 from tests.support import assert_resume_exact, read_global
@@ -122,3 +124,17 @@ def test_voxceleb2_captions_each_utterance_with_its_speaker(tmp_path, wav2vec2) 
         VoxCeleb2(path=str(tmp_path / "vox"), split="test").source()
     with pytest.raises(FileNotFoundError, match=r"no \.avi file under"):
         VoxCeleb2(path=str(tmp_path / "vox"), split="dev", extensions=(".avi",)).source()
+
+
+def caption_ids(captions: list[str]) -> dict[str, np.ndarray]:
+    """A tokenize= hook: each caption's length and first byte, so a caption read out of place shows."""
+    ids = np.array([[len(c), ord(c[:1] or " ")] for c in captions], np.int32)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+
+
+@given(stop_at=st.integers(0, 4), counts=st.sampled_from([(1, 2), (2, 1)]))
+@settings(max_examples=3, deadline=None)
+def test_a_ramped_tokenized_run_resumes_exactly_across_its_stages(videos, wav2vec2, stop_at, counts) -> None:
+    data = spec(videos, wav2vec2, seed=5, caption="a clip").load(batch=4, tokenize=caption_ids)
+    run = ramped(data, Ramp(start=2, increment=2, samples=4))  # two steps of 2 clips, then 4 a step
+    assert_resume_exact(run.train, steps=4, stop_at=stop_at, count_before=counts[0], count_after=counts[1])

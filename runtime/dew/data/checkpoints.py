@@ -141,12 +141,28 @@ def _load(path: epath.Path) -> position.Position:
     return state
 
 
+def _check_checkpointable(iterator: Any) -> None:
+    """Refuses, by its type, a stream that cannot say where it stopped, before orbax starts writing.
+
+    Without this the save fails inside orbax's writer thread on a missing get_state, far from the call
+    that asked for it.
+    """
+    if iterator is not None and not isinstance(iterator, Checkpointable):
+        raise TypeError(
+            f"{type(iterator).__name__} has no position (no get_state/set_state): what it yields cannot be "
+            "read again, so a checkpoint could not resume it; train over it with checkpoint_every=None"
+        )
+
+
 @ocp.args.register_with_handler(DataPositionHandler, for_save=True)
 @dataclasses.dataclass
 class DataPositionSave(ocp.args.CheckpointArgs):
     """Saves `iterator`'s position (get_state) as JSON; None on a process that holds no iterator."""
 
     iterator: Checkpointable | None
+
+    def __post_init__(self) -> None:
+        _check_checkpointable(self.iterator)
 
 
 @ocp.args.register_with_handler(DataPositionHandler, for_restore=True)
@@ -155,3 +171,6 @@ class DataPositionRestore(ocp.args.CheckpointArgs):
     """Puts `iterator` back at the saved position (set_state); None on a process that holds no iterator."""
 
     iterator: Checkpointable | None
+
+    def __post_init__(self) -> None:
+        _check_checkpointable(self.iterator)
