@@ -141,6 +141,28 @@ def test_every_ramp_stage_has_to_split_into_the_mesh_rows(devices: list) -> None
         dist.check_ramp_fits_mesh(flat, mesh)
 
 
+def test_a_resumed_run_is_checked_only_from_the_ramp_stage_it_resumes_in(devices: list) -> None:
+    mesh = Mesh(np.array(devices).reshape(2, 2, 2), ("data", "fsdp", "sequence"))  # 4 rows
+    data = global_dataset(train=np.arange(100), val=None, batch=16, seed=0, loading=SERIAL, val_batches=None)
+    grown = ramped(data, Ramp(start=2, increment=2, samples=64))  # stages of 2 … 14 records, then 16
+    stream = grown.train(DataPartition())
+    inside, past = None, None
+    while past is None:
+        next(stream)
+        state = stream.get_state()
+        stage = grown.ramp.stages(16)
+        if state["records"] >= stage[-1].records:
+            past = state
+        elif state["records"] >= stage[1].records and inside is None:
+            inside = state
+    stream.close()
+    dist.check_ramp_fits_mesh(grown, mesh, position=past)  # only batches of 16 are left to read
+    with pytest.raises(ValueError, match=r"ramp stage \d+ .* reads a global batch of \d+"):
+        dist.check_ramp_fits_mesh(grown, mesh, position=inside)
+    with pytest.raises(ValueError, match=r"ramp stage 0 \(from global record 0\) reads a global batch of 2"):
+        dist.check_ramp_fits_mesh(grown, mesh)
+
+
 leaves = st.sampled_from(["<i8", "<u2", "|u1", "|b1", "<f2", "<f4", "<c8", "|S5", "<U3"]).flatmap(
     lambda dtype: st.lists(st.integers(0, 3), max_size=3).map(
         lambda shape: (np.arange(int(np.prod(shape)) if shape else 1) % 7).astype(dtype).reshape(shape)

@@ -162,13 +162,18 @@ def test_a_run_read_in_process_resumes_exactly_in_a_worker_process(root) -> None
     assert tail_state == full_state
 
 
-def test_a_resume_onto_shares_a_ramp_stage_does_not_split_is_refused_by_name(root) -> None:
+def test_a_resume_past_the_ramp_stages_a_share_count_does_not_split_reads_exactly(root) -> None:
+    """Shares that split the final batch but not the ramp's first stages are refused from the start, and
+    read exactly what one share reads once the run resumes past those stages."""
     spec = PackedTokens(path={root["a"]: 1.0, root["b"]: 2.0}, seq_len=15, seed=1, loading=FAST)
     run = ramped(spec.load(batch=8), Ramp(start=2, increment=2, samples=4))
-    _, state = read_global(run.train, 2, 5)
-    assert state["records"] > 2 * 8  # past the ramp: every later step holds 8
-    with pytest.raises(ValueError, match="smaller than the 4 shares"):
-        run.train(DataPartition(index=0, count=4))
+    full, _ = read_global(run.train, 1, 8)
+    with pytest.raises(ValueError, match=r"smaller than the 4 shares reading it \(the ramp stage from global record 0"):
+        next(run.train(DataPartition(index=0, count=4)))
+    head, state = read_global(run.train, 2, 5)
+    assert state["records"] >= run.ramp.stages(8)[-1].records  # past the ramp: every later step holds 8
+    tail, _ = read_global(run.train, 4, 3, state)
+    assert_batches_equal(full, head + tail)
 
 
 @pytest.mark.parametrize("first", ["mixture", "corpus"])

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dew.data import position as dewposition
 from dew.data.partition import DataPartition
 
 if TYPE_CHECKING:
@@ -122,11 +123,18 @@ def data_partition(mesh: Mesh, batch_axes: Sequence[str] | None = None) -> DataP
     return layout.partitions[process]
 
 
-def check_ramp_fits_mesh(dataset: Dataset, mesh: Mesh, batch_axes: Sequence[str] | None = None) -> None:
+def check_ramp_fits_mesh(
+    dataset: Dataset,
+    mesh: Mesh,
+    batch_axes: Sequence[str] | None = None,
+    *,
+    position: Mapping[str, Any] | None = None,
+) -> None:
     """Refuses, before the run starts, a global batch or ramp stage that does not split into the mesh's rows.
 
     A ramp grows the batch while the mesh stays fixed, so every stage, not only the final batch, has to
-    give each row block the same whole number of records.
+    give each row block the same whole number of records. A run resumed from `position` (a saved data
+    position) is checked from the stage it resumes in: stages it has finished are not read again.
     """
     axes = batch_axes_of(mesh, batch_axes)
     rows = mesh_rows(mesh, axes)
@@ -138,13 +146,25 @@ def check_ramp_fits_mesh(dataset: Dataset, mesh: Mesh, batch_axes: Sequence[str]
                 f"use a multiple of {rows}"
             )
         return
-    for number, stage in enumerate(dataset.ramp.stages(dataset.batch)):
+    stages = dataset.ramp.stages(dataset.batch)
+    records = _records_read(position)
+    for number, stage in enumerate(stages):
+        if number + 1 < len(stages) and stages[number + 1].records <= records:
+            continue  # finished before the position
         if stage.batch % rows:
             raise ValueError(
                 f"ramp stage {number} (from global record {stage.records}) reads a global batch of {stage.batch}, "
                 f"which does not split into the mesh's {rows} rows ({shape}); make the ramp's start and "
                 f"increment multiples of {rows}"
             )
+
+
+def _records_read(saved: Mapping[str, Any] | None) -> int:
+    """The global records a saved position has read; 0 for none, or for one a share keeps of its own."""
+    if saved is None:
+        return 0
+    parsed = dewposition.parse(saved)
+    return parsed.records if isinstance(parsed, dewposition.GlobalPosition) else 0
 
 
 def global_batch_array(batch: Any, mesh: Mesh, batch_axes: Sequence[str] | None = None) -> Any:

@@ -97,6 +97,10 @@ class Schedule:
             )
         return self._first_steps[i] + offset
 
+    def stages_from(self, step: int) -> tuple[Stage, ...]:
+        """The stages a run that is about to read `step` has still to read: the one holding it and those after."""
+        return self.stages[bisect.bisect_right(self._first_steps, step) - 1 :]
+
     def steps_for(self, records: int) -> int:
         if records < 0:
             raise ValueError(f"records must be non-negative, got {records}")

@@ -35,7 +35,7 @@ def share_records(schedule: Schedule, partition: DataPartition, step: int) -> np
     """The global records a share reads at `step`: first + index, first + index + count, … of the step's
     batch. Every reader of a share reads the same records; which source records they are is the order's."""
     first, batch = schedule.step(step)
-    # The stream checked at its start that every stage's batch splits into the shares.
+    # The stream checked at its start that every stage still ahead splits into the shares.
     return np.arange(first + partition.index, first + batch, partition.count, dtype=np.int64)
 
 
@@ -167,7 +167,8 @@ class GlobalStream:
     """One share's batches of a global order; its position is the global record count handed over.
 
     get_state/set_state make it Checkpointable. A saved position resumes on any share count that
-    divides every step's batch, and is refused when it was saved over a different order.
+    divides the batch of every step still to be read (a ramp's finished stages do not count), and is
+    refused when it was saved over a different order.
     """
 
     def __init__(
@@ -186,8 +187,9 @@ class GlobalStream:
         # (_InProcess); one that decodes (images, clips) keeps Grain's reader threads, which overlap
         # the decoding that releases the GIL.
         self.synchronous = synchronous
-        for stage in schedule.stages:
-            partition.rows(stage.batch)  # refuse a share count that does not divide a stage's batch
+        # A share count that does not divide the final batch is refused now; one that does not divide an
+        # earlier stage's batch when the stream starts, since a run resumed past that stage never reads it.
+        partition.rows(schedule.final)
         self._next_step = 0
         # Real tokens each corpus supplied to the steps before _counted_step, by every share together.
         # Each share counts whole global steps by index arithmetic, so every share holds the same counts;
@@ -215,6 +217,11 @@ class GlobalStream:
         return batch
 
     def _start(self) -> _Started:
+        for stage in self.schedule.stages_from(self._next_step):
+            try:
+                self.partition.rows(stage.batch)
+            except ValueError as error:
+                raise ValueError(f"{error} (the ramp stage from global record {stage.records})") from None
         reads = _ShareRows(self.order, self.schedule, self.partition)
         iterator: grain.DatasetIterator | _InProcess
         stop = _ENDLESS if self.steps is None else self.steps
