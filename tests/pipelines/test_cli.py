@@ -329,3 +329,16 @@ def test_an_output_over_its_own_input_is_refused_before_anything_is_touched(
 )
 def test_an_output_beside_its_input_is_not_refused(given: str, output: str) -> None:
     assert flags.output_over_input(output, [given]) is None
+
+
+@pytest.mark.parametrize("job", ["tokenize", "caption-tokenize"])
+def test_a_tokenizer_that_does_not_load_is_a_usage_error_naming_it(
+    job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt --tokenizer path ended in an OSError traceback with exit code 1, as if dew had a bug."""
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    given = str(tmp_path / ("a.jsonl" if job == "tokenize" else "images"))  # the tokenizer loads first
+    argv = [job, "--input", given, "--output", str(tmp_path / "out"), "--tokenizer", str(tmp_path / "no-such-dir")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot load tokenizer '{tmp_path / 'no-such-dir'}'" in err and "Traceback" not in err, err
