@@ -342,3 +342,18 @@ def test_a_tokenizer_that_does_not_load_is_a_usage_error_naming_it(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"cannot load tokenizer '{tmp_path / 'no-such-dir'}'" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("output", ["c/meta.json", "c", "c/mixture.json"])
+def test_a_mixture_plan_written_into_a_corpus_is_refused(
+    output: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan-mixture --output c/meta.json replaced the corpus's commit with the plan, and said nothing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "meta.json").write_text("{}")
+    argv = ["plan-mixture", "--corpus", "c=1", "--tokens", "100", "--seq_len", "8", "--output", output]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--output {output!r} is " in err and f"--corpus '{tmp_path / 'c'}'" in err and "Traceback" not in err, err
+    assert (tmp_path / "c" / "meta.json").read_text() == "{}"

@@ -167,14 +167,20 @@ _OUTPUT_FILES = (
 
 
 def _refuse_output_over_input(args: argparse.Namespace) -> None:
-    output, inputs = getattr(args, "output", None), getattr(args, "input", None)
-    if isinstance(output, str) and inputs:
-        refusal = output_over_input(output, [inputs] if isinstance(inputs, str) else list(inputs))
+    output = getattr(args, "output", None)
+    if not isinstance(output, str):
+        return
+    # plan-mixture's --corpus DIR=WEIGHT is parsed into (DIR, weight): its --output must not land in a
+    # corpus, where mixture.json written as meta.json replaced the corpus's commit.
+    for flag in ("input", "corpus"):
+        given = getattr(args, flag, None) or []
+        paths = [given] if isinstance(given, str) else [g[0] if isinstance(g, tuple) else g for g in given]
+        refusal = output_over_input(output, paths, flag=f"--{flag}")
         if refusal:
             raise UsageError(refusal)
 
 
-def output_over_input(output: str, inputs: Sequence[str]) -> str | None:
+def output_over_input(output: str, inputs: Sequence[str], *, flag: str = "--input") -> str | None:
     """Why `output` may not be written where it is, or None: it is an --input, lies inside an --input
     folder, or holds files an --input glob matches.
 
@@ -196,8 +202,8 @@ def output_over_input(output: str, inputs: Sequence[str]) -> str | None:
         else:
             continue
         return (
-            f"--output {output!r} is {relation} --input {given!r}: the job would read what it writes, and "
-            "--overwrite would delete its own input. Choose an --output outside every --input"
+            f"--output {output!r} is {relation} {flag} {given!r}: the job would write over what it reads "
+            f"(a rerun reads its own output; --overwrite deletes the input). Choose an --output outside every {flag}"
         )
     return None
 
