@@ -287,3 +287,73 @@ def test_a_leading_tilde_in_a_path_flag_is_the_home(monkeypatch: pytest.MonkeyPa
     args, _ = flags.parse(tokenize_job.parser(), argv, beam=True)
     assert args.input == [f"{tmp_path}/raw/*.jsonl", "gs://b/~x"] and args.output == f"{tmp_path}/c"
     assert flags.parse(pack.parser(), ["--corpus=~/c", "--seq_len=8"], beam=True)[0].corpus == f"{tmp_path}/c"
+
+
+@pytest.mark.parametrize("job", ["tokenize", "images", "ingest-urls", "caption-tokenize", "decode-clips"])
+@pytest.mark.parametrize(
+    ("given", "output", "says"),
+    [
+        ("in", "in", "the same as --input"),
+        ("in", "in/out", "inside --input"),
+        ("in/", "./in/out/", "inside --input"),
+        ("in/*", "in", "matched by --input"),
+        ("in/**", "in/deep/out", "matched by --input"),
+        ("in/*.parquet", "in", "matched by --input"),
+    ],
+)
+def test_an_output_over_its_own_input_is_refused_before_anything_is_touched(
+    job: str, given: str, output: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`caption-tokenize --input d --output d --overwrite` deleted d's shards and then failed reading them;
+    an output a glob of --input matches is read back as input by the next run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "meta.json").write_text("{}")
+    argv = [job, "--input", given, "--output", output, "--overwrite"]
+    assert cli.main([*argv, *(["--tokenizer", "t"] if job == "caption-tokenize" else [])]) == 2
+    err = capsys.readouterr().err
+    assert f"--output {output!r} is {says} {given!r}" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["meta.json"]
+
+
+@pytest.mark.parametrize(
+    ("given", "output"),
+    [
+        ("in/*.jsonl", "in/corpus"),
+        ("in/a.jsonl", "in/corpus"),
+        ("in", "inside"),
+        ("in/*", "other"),
+        ("in/*", "in/out"),  # a glob's * stops at a /, and a folder it matches is not read
+        ("gs://b/raw/*", "gs://b/rawc"),
+    ],
+)
+def test_an_output_beside_its_input_is_not_refused(given: str, output: str) -> None:
+    assert flags.output_over_input(output, [given]) is None
+
+
+@pytest.mark.parametrize("job", ["tokenize", "caption-tokenize"])
+def test_a_tokenizer_that_does_not_load_is_a_usage_error_naming_it(
+    job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt --tokenizer path ended in an OSError traceback with exit code 1, as if dew had a bug."""
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    given = str(tmp_path / ("a.jsonl" if job == "tokenize" else "images"))  # the tokenizer loads first
+    argv = [job, "--input", given, "--output", str(tmp_path / "out"), "--tokenizer", str(tmp_path / "no-such-dir")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"cannot load tokenizer '{tmp_path / 'no-such-dir'}'" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("output", ["c/meta.json", "c", "c/mixture.json"])
+def test_a_mixture_plan_written_into_a_corpus_is_refused(
+    output: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """plan-mixture --output c/meta.json replaced the corpus's commit with the plan, and said nothing."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "meta.json").write_text("{}")
+    argv = ["plan-mixture", "--corpus", "c=1", "--tokens", "100", "--seq_len", "8", "--output", output]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--output {output!r} is " in err and f"--corpus '{tmp_path / 'c'}'" in err and "Traceback" not in err, err
+    assert (tmp_path / "c" / "meta.json").read_text() == "{}"

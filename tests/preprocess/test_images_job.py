@@ -82,6 +82,33 @@ def test_every_bad_image_is_dropped_for_its_reason_and_good_ones_kept() -> None:
     assert sorted({r for _, r in bad_images().values()}) == sorted(pixels.REASONS)
 
 
+@pytest.mark.parametrize(
+    ("caption", "score", "kept"),
+    [
+        ("a cat", 6.5, (b"a cat", b"6.5")),
+        (b"a cat", True, (b"a cat", b"True")),
+        (5, 1, None),  # was stored as b"5"
+        (["a", "b"], 1, None),  # was stored as b"['a', 'b']", Python's spelling of a list
+        ({"en": "a cat"}, 1, None),
+        ("a cat", [1, 2], None),
+        ("a cat", {"x": 1}, None),
+    ],
+)
+def test_a_caption_that_is_not_text_or_an_extra_field_that_is_a_container_is_missing_field(
+    caption: object, score: object, kept: tuple[bytes, bytes] | None
+) -> None:
+    """A caption is text, as tokenize's text field is; an extra field may be a scalar column (a score, a
+    flag) written as its text, but a list or dict has no text but Python's repr, which no reader parses."""
+    from dew.preprocess.image_reading import MISSING_FIELD, ImageReadOptions, ReadSource
+
+    reader = ReadSource(ImageReadOptions(extra_fields=("score",)))
+    image, fields, reason = reader._row({"image": b"\xff\xd8", "caption": caption, "score": score}, "")
+    if kept is None:
+        assert (image, fields, reason) == (None, {}, MISSING_FIELD)
+    else:
+        assert reason is None and (fields["caption"], fields["score"]) == kept
+
+
 @pytest.mark.beam
 def test_image_folder_to_a_committed_directory_whose_books_balance(image_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -42,12 +42,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise flags.UsageError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
     options = common.pipeline_options(rest)
     try:
-        # A tokenizer that cannot pad, an input of another kind or one tokenized already is the user's
-        # to fix: refused here as a usage error, not as a traceback from inside pipeline construction.
+        # A tokenizer that does not load or cannot pad, an input of another kind or one tokenized already
+        # is the user's to fix: refused here as a usage error, not as a traceback from inside pipeline
+        # construction.
         plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
         source = formats.read_meta(plan.input, kind="images")
         tokenized_section(source.section, plan)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         raise flags.UsageError(str(error)) from None
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())
 

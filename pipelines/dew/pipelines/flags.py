@@ -14,6 +14,7 @@ import contextlib
 import difflib
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -133,6 +134,7 @@ def parse(p: argparse.ArgumentParser, argv: Sequence[str] | None, *, beam: bool)
     _refuse_unknown(p, rest, beam=beam)
     args, rest = p.parse_known_args(argv)
     _expand_home(args)
+    _refuse_output_over_input(args)
     return args, rest
 
 
@@ -152,6 +154,71 @@ def _expand_home(args: argparse.Namespace) -> None:
             setattr(args, name, os.path.expanduser(value))
         elif isinstance(value, list):
             setattr(args, name, [os.path.expanduser(v) if isinstance(v, str) else v for v in value])
+
+
+# What a committed directory may come to hold, tried against the input patterns: a shard of any format
+# (a later run may pick another --format), the derived files, stats.json and meta.json.
+_OUTPUT_FILES = (
+    *(f"train-00000-of-00001.{ext}" for ext in formats.SHARD_EXTENSIONS),
+    "train.pieces.npz",
+    "stats.json",
+    "meta.json",
+)
+
+
+def _refuse_output_over_input(args: argparse.Namespace) -> None:
+    output = getattr(args, "output", None)
+    if not isinstance(output, str):
+        return
+    # plan-mixture's --corpus DIR=WEIGHT is parsed into (DIR, weight): its --output must not land in a
+    # corpus, where mixture.json written as meta.json replaced the corpus's commit.
+    for flag in ("input", "corpus"):
+        given = getattr(args, flag, None) or []
+        paths = [given] if isinstance(given, str) else [g[0] if isinstance(g, tuple) else g for g in given]
+        refusal = output_over_input(output, paths, flag=f"--{flag}")
+        if refusal:
+            raise UsageError(refusal)
+
+
+def output_over_input(output: str, inputs: Sequence[str], *, flag: str = "--input") -> str | None:
+    """Why `output` may not be written where it is, or None: it is an --input, lies inside an --input
+    folder, or holds files an --input glob matches.
+
+    Such a job reads what it writes: the next run takes its own shards for input, and with --overwrite
+    it deletes the input it is about to read (caption-tokenize's whole input) before failing on it.
+    """
+    where = _comparable(output)
+    for given in inputs:
+        pattern = _comparable(given)
+        if not any(c in pattern for c in "*?["):
+            if where == pattern:
+                relation = "the same as"
+            elif where.startswith(pattern + "/"):
+                relation = "inside"
+            else:
+                continue
+        elif any(_glob(pattern).fullmatch(f"{where}/{name}") for name in _OUTPUT_FILES):
+            relation = "matched by"
+        else:
+            continue
+        return (
+            f"--output {output!r} is {relation} {flag} {given!r}: the job would write over what it reads "
+            f"(a rerun reads its own output; --overwrite deletes the input). Choose an --output outside every {flag}"
+        )
+    return None
+
+
+def _comparable(path: str) -> str:
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """`pattern` as Beam's file systems match it: `**` crosses folders, `*` and `?` stay within one."""
+    parts = re.split(r"(\*\*|\*|\?)", pattern)
+    wild = {"**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(wild.get(part) or re.escape(part) for part in parts))
 
 
 @contextlib.contextmanager

@@ -72,7 +72,7 @@ def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[s
         for item in inputs:
             kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
         plan = _plan(args)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # OSError: a --tokenizer that does not load, named by HFTokenizer
         raise flags.UsageError(str(error)) from None
     return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
 

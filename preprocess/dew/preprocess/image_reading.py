@@ -6,7 +6,8 @@ and extra fields as UTF-8 bytes in the order the record will hold them. A row th
 path (relative to the row file's directory, or absolute, or gs://) is read from there.
 
 Bad input is counted by reason, as the text reader does (dew.preprocess.documents): a row without an
-image, caption or extra field is `missing_field`, a caption that is not UTF-8 `invalid_utf8`, a jsonl
+image, caption or extra field is `missing_field` (so is a caption that is not text, and an extra field
+that is a list or a dict), a caption that is not UTF-8 `invalid_utf8`, a jsonl
 line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, a file of an
 image folder in a format dew does not read `unsupported_format` (unopened); a row file that
 breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
@@ -82,7 +83,15 @@ class ImageReadOptions:
             ) from None
 
 
-def utf8_field(value: Any) -> tuple[bytes | None, Reason]:
+def utf8_field(value: Any, *, text_only: bool = False) -> tuple[bytes | None, Reason]:
+    """A field's UTF-8 bytes, or why the row is dropped.
+
+    A caption (`text_only`) must be text, as tokenize's text field must: a number in its place is a
+    wrong column, not a caption. Other fields may be scalars (a score, a flag), kept as their text; a
+    list or a dict would be kept as Python's spelling of it, which nothing reads back, so it is missing.
+    """
+    if isinstance(value, (list, tuple, dict)) or (text_only and not isinstance(value, (str, bytes))):
+        return None, MISSING_FIELD
     if isinstance(value, bytes):
         try:
             value.decode("utf-8")
@@ -157,7 +166,7 @@ class ReadSource(beam.DoFn):
         options = self.options
         fields: Fields = {}
         for name, column in (("caption", options.caption_field), *((f, f) for f in options.extra_fields)):
-            value, reason = utf8_field(values.get(column))
+            value, reason = utf8_field(values.get(column), text_only=name == "caption")
             if reason is not None:
                 return None, {}, reason
             fields[name] = value

@@ -76,7 +76,7 @@ class _ReadUrlSource(ReadSource):
             return None, {}, MISSING_FIELD
         fields: dict[str, bytes] = {}
         for name, column in (("caption", self.options.caption_field), *((f, f) for f in self.options.extra_fields)):
-            value, reason = utf8_field(values.get(column))
+            value, reason = utf8_field(values.get(column), text_only=name == "caption")
             if reason is not None:
                 return None, {}, reason
             fields[name] = value
