@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -96,3 +98,13 @@ def assert_refused_quietly(done: subprocess.CompletedProcess[str]) -> None:
     """A job refused with exit code 2 and no traceback."""
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def inspect_text(path: str, *flags: str) -> str:
+    """What `dew-preprocess inspect PATH FLAGS` prints, run in this process (inspect imports no Beam)."""
+    from dew.pipelines import inspect_job
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        inspect_job.main([path, *flags])
+    return out.getvalue()

@@ -23,7 +23,7 @@ from dew.preprocess.clip_sources import SourceOptions, find_sources
 from dew.preprocess.clips import ClipsPlan
 from dew.preprocess.documents import BadInputError
 from tests.runtime.video_support import dominant_frequency, frame_indices, write_video
-from tests.support import assert_refused_quietly, assert_resume_exact, read_global, run_preprocess
+from tests.support import assert_refused_quietly, assert_resume_exact, inspect_text, read_global, run_preprocess
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -127,6 +127,15 @@ def test_frames_audio_and_books_of_every_video(committed: tuple[Path, dict], vid
     assert found["frames_decoded"] == 8 * found["clips_decoded"]
     # The parked clips went with the temporary directory once the corpus committed.
     assert sorted(p.name for p in out.iterdir()) == sorted(listing(out)) and not (out / ".dew-tmp").exists()
+
+
+@pytest.mark.beam
+def test_inspect_shows_the_videos_read_and_each_drop_with_its_video(committed: tuple[Path, dict], videos: Path) -> None:
+    out, _ = committed
+    text = inspect_text(str(out), "--samples", "1")
+    assert "videos: 3 written of 9 read" in text
+    assert f"dropped empty: 1 (e.g. {videos / 'broken' / 'zero.mp4'}: " in text
+    assert "sample 0: frames: 24,576 bytes, audio: 20,480 bytes, has_audio: 1 bytes" in text
 
 
 @pytest.mark.beam

@@ -19,6 +19,7 @@ from dew.pipelines import images_job
 from dew.pipelines.flags import UsageError
 from dew.preprocess.images import ImagesPlan
 from tests.preprocess.photos import MAX_PIXELS, bad_images, good_images
+from tests.support import inspect_text
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -140,6 +141,9 @@ def test_image_folder_to_a_committed_directory_whose_books_balance(image_folder:
     assert stats["images_in"] == stats["images_written"] + sum(stats["dropped"].values()) == found["images_in"] == 16
     assert found["images_encoded"] == 8 and found["too_small"] == 1
     assert (out / "train.pieces.npz").exists() and not (out / ".dew-tmp").exists()
+    text = inspect_text(str(out), "--samples", "1")
+    assert "images: 7 written of 16 read" in text and "dropped duplicate: 1" in text
+    assert "sample 0: image: " in text and ", caption: " in text
 
 
 @pytest.fixture(scope="module")
@@ -201,10 +205,13 @@ def test_caption_tokenize_copies_images_and_adds_ids_the_tokenizer_decodes(
             assert real[0] == tokenizer.bos_id and real[-1] == tokenizer.eos_id
             assert tokenizer.tokenizer.decode(real, skip_special_tokens=True) == record["caption"].decode()
             assert set(ids[mask == 0].tolist()) == {tokenizer.tokenizer.pad_token_id}
+    text = inspect_text(str(out), "--samples", "1")
+    assert "images: 9 written of 9 read" in text and f"caption_tokenizer {caption_tokenizer}" in text
+    assert "input_ids: 308 bytes, attention_mask: 308 bytes" in text
     # Refused on the launcher as a usage error (one line, exit 2), not a traceback from pipeline building.
     with pytest.raises(UsageError, match=rf"{out} already holds captions tokenized by"):
         caption_tokenize_job.main(["--input", str(out), "--output", str(tmp_path / "twice"), *flags])
-    with pytest.raises(FileNotFoundError, match=r"never committed.*`dew-preprocess images \.\.\. --output"):
+    with pytest.raises(UsageError, match=r"never committed.*`dew-preprocess images \.\.\. --output"):
         caption_tokenize_job.main(["--input", str(image_folder), "--output", str(tmp_path / "raw"), *flags])
 
 
@@ -283,6 +290,9 @@ def test_parquet_and_jsonl_rows_with_bytes_paths_and_damage(tmp_path: Path) -> N
         "truncated_input": 1,
     }
     assert stats["images_in"] == 10 and [d["path"] for d in stats["damaged_inputs"]] == [str(rows / "d.parquet")]
+    text = inspect_text(str(out), "--samples", "2")
+    assert "images: 4 written of 10 read" in text and "dropped truncated_input: 1" in text
+    assert "sample 1: image: " in text and "source: 1 bytes" in text
 
 
 @pytest.mark.beam

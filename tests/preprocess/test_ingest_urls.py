@@ -16,6 +16,7 @@ from dew.data import formats
 from dew.data.images import pixels
 from dew.pipelines import ingest_urls_job
 from tests.preprocess.test_images_job import IN_MEMORY, TWO_WORKERS, listing, read_records
+from tests.support import inspect_text
 
 pytest.importorskip("cv2")
 pytest.importorskip("skimage.data")
@@ -112,6 +113,8 @@ def test_every_url_is_counted_once_and_output_is_the_same_on_two_workers_and_aft
     assert {k: v for k, v in stats["dropped"].items() if v} == dict(want)
     assert stats["urls_in"] == len(rows) + 2 == stats["images_written"] + sum(stats["dropped"].values())
     assert found["urls_fetched"] == len(rows) and found["images_encoded"] == stats["images_written"]
+    written = stats["images_written"]
+    assert f"images: {written} written of {len(rows) + 2} urls read" in inspect_text(str(one), "--samples", "1")
     assert statuses(one) == {url: ("dropped", r) if r else ("written", "") for url, r in rows}
 
     meta = formats.read_meta(str(one), kind="images")

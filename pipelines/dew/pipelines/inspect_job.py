@@ -55,18 +55,20 @@ def render(summary: Summary, out: TextIO) -> None:
     if summary.kind == "mixture":
         _mixture(summary, say)
         return
-    unit = "tokens" if summary.kind == "tokens" else summary.unit
-    say(f"  {'split':<12}{'shards':>8}{'records':>14}{unit:>16}{'bytes':>16}")
+    # A record's length in bytes is not the shard's size in bytes (ArrayRecord compresses, parquet encodes).
+    unit = "tokens" if summary.kind == "tokens" else "record bytes" if summary.unit == "bytes" else summary.unit
+    say(f"  {'split':<12}{'shards':>8}{'records':>14}{unit:>16}{'file bytes':>16}")
     for split, row in summary.splits.items():
         say(f"  {split:<12}{row['shards']:>8,}{row['records']:>14,}{row['units']:>16,}{row['bytes']:>16,}")
     say(f"  {summary.kind}: " + ", ".join(f"{key} {value}" for key, value in summary.section.items()))
     stats = summary.stats
     if stats:
-        say(f"  documents: {stats.get('documents_written', '?'):,} written of {stats.get('documents_in', '?'):,} read")
+        if "read" in stats:
+            read, written = stats["read"], stats["written"]
+            of = "" if read["unit"] == written["unit"] else f" {read['unit']}"
+            say(f"  {written['unit']}: {written['count']:,} written of {read['count']:,}{of} read")
         for reason, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
-            example = stats.get("drop_examples", {}).get(reason)
-            where = f" (e.g. {example['path']} row {example['row']})" if example else ""
-            say(f"    dropped {reason}: {n:,}{where}")
+            say(f"    dropped {reason}: {n:,}{_example(stats.get('drop_examples', {}).get(reason))}")
     else:
         say("  no stats.json: drop reasons unknown")
     if summary.documents:
@@ -84,6 +86,14 @@ def render(summary: Summary, out: TextIO) -> None:
         say(f"  packing at seq_len {p['seq_len']} (bins {p['bins']}): {p['windows']:,} windows, fill {p['fill']:.1%}")
     for i, sample in enumerate(summary.samples):
         say(f"  sample {i}: {_sample(sample)}")
+
+
+def _example(example: dict[str, Any] | None) -> str:
+    if example is None:
+        return ""
+    if "row" in example:
+        return f" (e.g. {example['path']} row {example['row']})"
+    return f" (e.g. {example['path']}: {example['error']})"
 
 
 def _mixture(summary: Summary, say: Callable[..., None]) -> None:

@@ -21,6 +21,13 @@ from dew.data.tokens.corpus import open_tokens
 from dew.data.tokens.plan import MIXTURE_FORMAT, is_plan
 
 _TRAIN = "train"
+# What each job's stats.json counts in and out (tokenize, ingest-urls, images and caption-tokenize, decode-clips).
+_BOOKS = (
+    ("documents_in", "documents_written"),
+    ("urls_in", "images_written"),
+    ("images_in", "images_written"),
+    ("videos_in", "videos_written"),
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -109,9 +116,17 @@ def _stats(path: str) -> dict[str, Any]:
         data = json.loads(_read(name))
     except FileNotFoundError:
         return {}  # a directory another tool wrote: the contract makes stats.json optional
-    wanted = ("documents_in", "documents_written", "drop_examples", "files_unreadable")
+    wanted = ("drop_examples", "files_unreadable")
     out = {key: data[key] for key in wanted if key in data}
     out["dropped"] = {reason: n for reason, n in data.get("dropped", {}).items() if n}
+    for read, written in _BOOKS:
+        if read in data and written in data:
+            out["read"] = {"count": data[read], "unit": read.removesuffix("_in")}
+            out["written"] = {"count": data[written], "unit": written.removesuffix("_written")}
+            break
+    for dropped in data.get("dropped_inputs", ()):  # decode-clips names each dropped video and its error
+        example = {"path": dropped["path"], "error": dropped["error"]}
+        out.setdefault("drop_examples", {}).setdefault(dropped["reason"], example)
     return out
 
 
