@@ -58,6 +58,12 @@ def summarize(path: str, *, seq_len: int | None = None, packing_bins: int = 8, s
     if is_plan(path):
         return _plan(path)
     meta = formats.read_meta(path)
+    if not remote.is_remote(path):
+        # A missing or truncated shard anywhere is what someone running inspect needs to hear about, and a
+        # stat a shard finds it; checksums are read only for the shards that samples come from.
+        for shards in meta.splits.values():
+            for shard in shards:
+                formats.verify_shard(path, shard)
     splits = {
         split: {
             "shards": len(shards),
@@ -188,7 +194,7 @@ def _records(path: str, meta: formats.Meta, count: int) -> list[dict[str, Any]]:
     shards = meta.shards(_TRAIN) or next(iter(meta.splits.values()), ())
     if not shards or count < 1:
         return []
-    local = formats.verify_shard(path, shards[0])
+    local = formats.verify_shard(path, shards[0], checksum=True)
     ext = formats.parse_shard_name(shards[0].name)[3]
     if ext == "parquet":
         pq = require("pyarrow.parquet", for_what="inspecting parquet shards")

@@ -17,7 +17,7 @@ import apache_beam as beam
 
 from dew.pipelines import common, flags
 from dew.preprocess.mixture import read_corpus_meta
-from dew.preprocess.pack import PackCorpus
+from dew.preprocess.pack import PackCorpus, check_sizes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     options = common.pipeline_options(rest)
     corpus = args.corpus.rstrip("/")
     meta = read_corpus_meta(corpus)
+    check_sizes(corpus, meta)
     if meta.tokens.eos_id is None:
         print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]

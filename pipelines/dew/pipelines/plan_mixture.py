@@ -18,10 +18,12 @@ from typing import Any
 
 import apache_beam as beam
 
+from dew.data import formats
 from dew.pipelines import common, flags
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
-from dew.preprocess.mixture import MixtureRequest, PlanMixture, write_plan
+from dew.preprocess.mixture import MixtureRequest, PlanMixture, read_corpus_meta, write_plan
+from dew.preprocess.pack import check_sizes
 
 
 def _corpus(text: str) -> tuple[str, float]:
@@ -66,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     request = MixtureRequest(
         corpora=corpora, tokens=int(args.tokens), seq_len=args.seq_len, packing_bins=args.packing_bins, split=args.split
     )
+    check_corpora(corpora, args.split)
     pipeline = common.make_pipeline(options)
     # The plan is written by the pipeline itself: on Dataflow the launcher never sees its elements.
     output = args.output
@@ -75,6 +78,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     json.dump(plan, sys.stdout, indent=1)
     print(file=sys.stdout)
     return plan
+
+
+def check_corpora(corpora: Sequence[str], split: str) -> None:
+    """Refuses here, before the runner starts, what a worker would fail on: a corpus not committed or of
+    another kind, a damaged meta.json or shard, corpora of different tokenizers, a split a corpus lacks."""
+    metas = {path: read_corpus_meta(path) for path in corpora}
+    try:
+        formats.check_same_tokenizer(metas)
+        for path, meta in metas.items():
+            if split not in meta.splits:
+                raise ValueError(f"{path} has no split {split!r} (--split); it holds {', '.join(sorted(meta.splits))}")
+            check_sizes(path, meta, [split])
+    except formats.DamagedError:
+        raise
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
 
 
 if __name__ == "__main__":

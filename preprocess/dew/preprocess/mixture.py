@@ -26,7 +26,8 @@ from dew.data import formats, packing
 from dew.data.formats import Meta
 from dew.data.tokens.plan import MIXTURE_FORMAT
 from dew.preprocess import files
-from dew.preprocess.pack import shard_document_ends
+from dew.preprocess.pack import shard_document_ends, verified_copy
+from dew.preprocess.quiet import user_error
 
 
 def read_corpus_meta(directory: str) -> Meta:
@@ -80,7 +81,7 @@ def corpus_windows(directory: str, meta: Meta, split: str, seq_len: int, bins: i
 def _scan_ends(directory: str, meta: Meta, split: str, work: str) -> np.ndarray:
     found, seen = [], 0
     for shard in meta.shards(split):
-        path = files.download(files.join(directory, shard.name), work)
+        path = verified_copy(directory, shard, work)
         tokens, local = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
         found.append(local + seen)
         seen += tokens
@@ -145,9 +146,13 @@ class _Measure(beam.DoFn):
         self.request = request
 
     def process(self, path: str) -> Iterator[tuple[str, Meta, int]]:
-        meta = read_corpus_meta(path)
         r = self.request
-        yield path, meta, corpus_windows(path, meta, r.split, r.seq_len, r.packing_bins)
+        try:
+            meta = read_corpus_meta(path)
+            windows = corpus_windows(path, meta, r.split, r.seq_len, r.packing_bins)
+        except (formats.DamagedError, formats.WrongKindError) as error:  # a damaged plan or index file
+            raise user_error(error) from None
+        yield path, meta, windows
 
 
 class PlanMixture(beam.PTransform):

@@ -18,12 +18,13 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data import formats, packing
+from dew.data import formats, integrity, packing, remote
 from dew.data.extras import require
-from dew.data.formats import Meta
+from dew.data.formats import DamagedError, Meta
 from dew.data.sections import TokensSection
 from dew.preprocess import files
 from dew.preprocess.documents import NAMESPACE
+from dew.preprocess.quiet import user_error
 
 _RECORDS = 4096
 
@@ -51,6 +52,37 @@ def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
             yield batch.column(0).flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
+def check_sizes(directory: str, meta: Meta, splits: Sequence[str] | None = None) -> None:
+    """Refuses, on the launcher, a local committed shard that is missing or not the size meta.json records,
+    naming it: cheap (one stat a shard), and before the runner starts, where the damage would otherwise
+    surface as a reader's error with no file name, or none at all."""
+    if files.is_local(directory):
+        for split in meta.splits if splits is None else splits:
+            for shard in meta.shards(split):
+                formats.verify_shard(directory, shard)
+
+
+def verified_copy(directory: str, shard: formats.Shard, work: str) -> str:
+    """A local copy of a committed shard (the file itself when local) holding the bytes meta.json records:
+    a truncated or damaged shard is refused by name, as a user error, before a reader meets its bytes."""
+    try:
+        if files.is_local(directory):
+            return formats.verify_shard(directory, shard, checksum=True)
+        where = files.join(directory, shard.name)
+        path = files.download(where, work)
+        size = os.path.getsize(path)
+        if size != shard.bytes:
+            raise DamagedError(
+                f"{where} holds {size} bytes but {formats.META} records {shard.bytes}: the shard is truncated or "
+                f"was rewritten after the commit; {remote.OVERWRITE}"
+            )
+        if integrity.enabled() and integrity.digest_file(path, "sha256") != shard.sha256:
+            raise DamagedError(f"{where} fails its sha256 check against {formats.META}; {remote.OVERWRITE}")
+        return path
+    except DamagedError as error:
+        raise user_error(error) from None
+
+
 def shard_document_ends(path: str, ext: str, tokens: TokensSection) -> tuple[int, np.ndarray]:
     """(ids in a local shard, the position after each eos in it): where its documents end, locally."""
     found, seen = [], 0
@@ -71,7 +103,7 @@ class _ShardEnds(beam.DoFn):
         split, index, shard = element
         work = tempfile.mkdtemp(prefix="dew-pack-")
         try:
-            path = files.download(files.join(self.output, shard.name), work)
+            path = verified_copy(self.output, shard, work)
             seen, ends = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
         finally:
             shutil.rmtree(work, ignore_errors=True)

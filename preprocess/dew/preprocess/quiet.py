@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 # By qualified name: the launcher also recognises them in the text a worker relays.
 USER_ERRORS = (
+    "dew.data.formats.WrongKindError",
+    "dew.data.remote.DamagedError",
     "dew.preprocess.commit.OutputConflictError",
     "dew.preprocess.documents.BadInputError",
     "dew.preprocess.drops.TooManyDropsError",

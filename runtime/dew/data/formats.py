@@ -34,6 +34,7 @@ SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 MAX_SHARDS = 99_999
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
+DamagedError = remote.DamagedError
 _log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -180,7 +181,7 @@ class Meta:
         tag = data.get("format") if isinstance(data, Mapping) else None
         try:
             if isinstance(data, Mapping) and "checksum" in data and data["checksum"] != meta_checksum(data):
-                raise ValueError(
+                raise DamagedError(
                     f"its checksum does not match its content, so it was edited after the commit; {_OVERWRITE} "
                     "to rewrite the directory"
                 )
@@ -206,7 +207,9 @@ class Meta:
                 inputs=data.get("inputs", ""),
             )
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: not a valid dew meta.json: {error}") from None
+            # Damage keeps its kind, so a caller can tell an edited meta.json from a format it cannot read.
+            kind_of = DamagedError if isinstance(error, DamagedError) else ValueError
+            raise kind_of(f"{where}: not a valid dew meta.json: {error}") from None
 
 
 def _splits(data: Mapping[str, Any], shard: Any) -> dict[str, tuple[Shard, ...]]:
@@ -260,7 +263,7 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
         except FileNotFoundError:
             pass  # reported below, as for a local directory
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
+            raise DamagedError(f"{path} is not valid JSON ({error}); rerun the preprocess job") from None
     if remote.is_remote(path) and remote.bucket_missing(path):
         bucket = path[len("gs://") :].partition("/")[0]
         raise FileNotFoundError(
@@ -278,7 +281,7 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
         with open(path) as f:
             data = json.load(f)
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON ({error}); rerun the preprocess job to rewrite it") from None
+        raise DamagedError(f"{path} is not valid JSON ({error}); rerun the preprocess job to rewrite it") from None
     return Meta.from_json(data, where=path)
 
 
@@ -360,7 +363,7 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     size = os.path.getsize(path)
     if size != shard.bytes:
-        raise ValueError(
+        raise DamagedError(
             f"{path} holds {size} bytes but {META} records {shard.bytes}: the shard is truncated or "
             f"was rewritten after the commit; {_OVERWRITE}"
         )
@@ -432,7 +435,7 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
     try:
         recorded = npz.recorded_crcs(path)
     except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise ValueError(f"{path} is not a readable derived file ({error}); {fix}") from None
+        raise DamagedError(f"{path} is not a readable derived file ({error}); {fix}") from None
     check = f"against its zip directory: the file was damaged after it was written; {fix}"
     integrity.verify_once(path, "zip-crc32", recorded, lambda: npz.member_crcs(path), fix=check, ctime=not cached)
     try:
@@ -445,7 +448,7 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
         found = (_text(data["split"]), _text(data["role"]))
         arrays = {name: data[name] for name in names}
     except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
-        raise ValueError(f"{path} is not a readable derived file ({error!r}); {fix}") from None
+        raise DamagedError(f"{path} is not a readable derived file ({error!r}); {fix}") from None
     if found != _derived_role(path):
         raise ValueError(
             f"{path} holds the {found[1]} of split {found[0]!r}, not the {_derived_role(path)[1]} of split "

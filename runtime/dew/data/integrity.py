@@ -120,7 +120,7 @@ def verify_once(
         if _verdict(entry) == expected:  # another worker of this host hashed it while we waited
             return
         if digest() != expected:
-            raise ValueError(f"{path} fails its {algorithm} check {fix}")
+            raise remote.DamagedError(f"{path} fails its {algorithm} check {fix}")
         tmp = f"{entry}.tmp-{os.getpid()}"
         with open(tmp, "w") as f:
             f.write(expected)

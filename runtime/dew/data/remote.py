@@ -43,6 +43,14 @@ _FIRST_DELAY = 0.25
 _MAX_DELAY = 30.0
 # A plain rerun of a committed directory does nothing; only --overwrite writes its shards again.
 OVERWRITE = "rerun the preprocess job with --overwrite"
+
+
+class DamagedError(ValueError):
+    """A committed file whose bytes are not the ones its commit recorded (truncated, a flipped byte, an
+    edited meta.json), or that cannot be read as what it is. The message names the file and the fix:
+    the data is damaged, not the code, so `dew-preprocess` reports it as one line rather than a bug."""
+
+
 _RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # (connect, between bytes): a stalled connection becomes a retry instead of a hang; a slow one that
 # keeps sending is left to finish.
@@ -348,14 +356,14 @@ def fetch(uri: str, *, size: int | None = None, sha256: str | None = None) -> st
         except FileNotFoundError:
             raise FileNotFoundError(f"{uri} is listed in meta.json but missing; {OVERWRITE}") from None
         if size is not None and found.size != size:
-            raise ValueError(f"{uri} holds {found.size} bytes but meta.json records {size}; {OVERWRITE}")
+            raise DamagedError(f"{uri} holds {found.size} bytes but meta.json records {size}; {OVERWRITE}")
         _make_room(found.size)
         tmp = f"{local}.part-{os.getpid()}"
         try:
             with open(tmp, "wb") as target:
                 crc, digest = _retrying(uri, lambda: _download(uri, found, target, sha256=sha256 is not None))
             if sha256 is not None and digest != sha256:
-                raise ValueError(f"{uri} fails its sha256 check against meta.json; {OVERWRITE}")
+                raise DamagedError(f"{uri} fails its sha256 check against meta.json; {OVERWRITE}")
             with open(local + _CRC_SUFFIX, "w") as f:
                 f.write(crc)
             os.replace(tmp, local)

@@ -102,7 +102,7 @@ class ImageRecords(BatchRecords):
             try:
                 reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
-                raise ValueError(f"{self.files[file]} is not a readable ArrayRecord file: {error}") from None
+                raise formats.DamagedError(f"{self.files[file]} is not a readable ArrayRecord file: {error}") from None
             self._readers[file] = reader
         return reader
 
@@ -117,7 +117,9 @@ class ImageRecords(BatchRecords):
             else:
                 got = reader.read(wanted.tolist())
         except Exception as error:
-            raise ValueError(f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt") from None
+            raise formats.DamagedError(
+                f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
+            ) from None
         out: list[bytes] = [b""] * len(local)
         for position, record in zip(order.tolist(), got, strict=True):
             out[position] = record

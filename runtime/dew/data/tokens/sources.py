@@ -371,7 +371,9 @@ class TokenColumn(_Pieces):
             try:
                 table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
             except (OSError, ValueError) as error:
-                raise ValueError(f"{path} row group {group} cannot be read ({error}); the file is damaged") from None
+                raise formats.DamagedError(
+                    f"{path} row group {group} cannot be read ({error}); the file is damaged"
+                ) from None
             values = table.column(0).combine_chunks().flatten().to_numpy(zero_copy_only=False)
             cached = _cast(np.asarray(values), self.dtype, f"{path} row group {group} column {self.column!r}")
             at = _outside(cached, self.vocab_size)
@@ -465,9 +467,9 @@ class TokenRecords(_Pieces):
         try:
             reader = ArrayRecordReader(path, "readahead_buffer_size:0")
         except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
-            raise ValueError(f"{path} is not a readable ArrayRecord file: {error}") from None
+            raise formats.DamagedError(f"{path} is not a readable ArrayRecord file: {error}") from None
         if not reader.ok():
-            raise ValueError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
+            raise formats.DamagedError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
         if self.pieces is not None and reader.num_records() != int(self.pieces.counts[file]):
             raise ValueError(
                 f"{path} holds {reader.num_records()} records but its piece index records "
@@ -485,8 +487,12 @@ class TokenRecords(_Pieces):
         path = self.paths[file]
         try:
             raw = self._reader(file).read(lo, hi)
+        except formats.DamagedError:
+            raise  # opening it found the damage, and says which file and what to do
         except Exception as error:
-            raise ValueError(f"{path}: records {lo}..{hi} cannot be read ({error}); the shard is corrupt") from None
+            raise formats.DamagedError(
+                f"{path}: records {lo}..{hi} cannot be read ({error}); the shard is corrupt"
+            ) from None
         decoded = [self._decode(r, path, lo + i) for i, r in enumerate(raw)]
         if self.pieces is not None and self.vocab_size is not None and decoded:  # None while scan learns lengths
             at = _outside(np.concatenate(decoded), self.vocab_size)
