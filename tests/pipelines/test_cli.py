@@ -113,6 +113,14 @@ def test_user_errors_are_one_line_and_bugs_keep_their_traceback(
     )
     assert cli.user_error(relayed) == "the job wrote none of 2 documents.\n  missing_field: 2"
     assert cli.user_error(RuntimeError("KeyError: 'documents_in'")) is None
+    # A FileNotFoundError a library caught and replaced (`from None`) is no path the user gave.
+    try:
+        try:
+            raise FileNotFoundError("the hub cache has no tokenizer.json")
+        except FileNotFoundError:
+            raise OSError("cannot load tokenizer 'x'") from None
+    except OSError as hidden:
+        assert cli.user_error(hidden) is None
 
     def bug(argv: list[str]) -> None:
         raise KeyError("documents_in")

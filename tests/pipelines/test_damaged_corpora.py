@@ -151,3 +151,26 @@ def test_a_damaged_directory_relayed_by_a_worker_is_a_user_error() -> None:
     )
     assert cli.user_error(relayed) == f"c/x.bin fails its sha256 check against meta.json; {OVERWRITE}"
 
+
+def test_inspect_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`dew-preprocess inspect c/ | head -1`: the reader leaves early, and inspect printed BrokenPipeError
+    twice, as a traceback and again at exit."""
+    import os
+    import subprocess
+    import sys
+
+    corpus = token_corpus(tmp_path / "c", kind="bin", tokenizer="byte")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write meets a closed pipe
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dew.pipelines.cli", "inspect", str(corpus)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == cli.BROKEN_PIPE_EXIT and done.stderr == "", done.stderr

@@ -93,6 +93,19 @@ def test_a_mixture_plan(tmp_path: Path) -> None:
     assert np.isclose(sum(c["weight"] for c in summary.corpora), 1.0)
 
 
+def test_a_corpus_whose_tokenizer_does_not_load_here_shows_ids(tmp_path: Path) -> None:
+    """The tokenizer loads on first use, so its failure escaped the fallback to ids: inspect of a corpus
+    tokenized with a hub tokenizer not cached here ended in an error about the hub's disk cache."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    docs = documents(5, longest=30)
+    corpus = write_corpus(str(tmp_path / "c"), {"train": docs}, kind="bin", tokenizer="no-such-org/no-such-model")
+    summary = summarize(corpus, samples=2)
+    assert [s["text"] for s in summary.samples] == [None, None]
+    assert summary.samples[0]["ids"] == docs[0][:-1].tolist()
+    assert cli.main(["inspect", corpus]) == 0
+
+
 def _tiny_meta() -> str:
     section = {"tokenizer": "byte", "tokenizer_hash": "h", "vocab_size": 257, "dtype": "uint16", "eos_id": 256}
     shard = {"name": "train-00000-of-00001.bin", "records": 3, "units": 300, "bytes": 600, "sha256": "0" * 64}

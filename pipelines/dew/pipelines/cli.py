@@ -19,6 +19,8 @@ from dew.pipelines.jobs import JOBS, find
 from dew.preprocess import quiet
 
 USAGE_EXIT = 2
+# A reader that closed the pipe early (`dew-preprocess inspect c/ | head`) ends the job as SIGPIPE would.
+BROKEN_PIPE_EXIT = 128 + 13
 # Errors that are the user's to fix, by qualified name: a job's own, or raised on a Beam worker and
 # reported back as text only (the multi-process runner and Dataflow relay the worker's traceback).
 USER_ERRORS = ("dew.pipelines.flags.UsageError", *quiet.USER_ERRORS)
@@ -44,7 +46,9 @@ def user_error(error: BaseException) -> str | None:
         names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(seen).__mro__}
         if names & {*USER_ERRORS, *LAUNCHER_ERRORS}:
             return _BEAM_STEP.sub("", str(seen))
-        seen = seen.__cause__ or seen.__context__
+        # `raise ... from None` hides the context on purpose: a FileNotFoundError a library caught and
+        # replaced is not a path the user gave, and must not turn the replacement into a usage error.
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     # The last relayed line is the innermost: Beam wraps a worker's error once per step it passed.
     relayed = _RELAYED.findall(str(error))
     return _BEAM_STEP.sub("", relayed[-1]) if relayed else None
@@ -66,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
         job.load().main(args[1:])
+    except BrokenPipeError:
+        # Python would report the closed pipe as a traceback, and again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT
     except Exception as error:
         message = user_error(error)
         if message is None:

@@ -184,7 +184,9 @@ def _decoder(name: str) -> Any:
     from dew.data.text import tokenizer_for
 
     try:
-        return tokenizer_for(name, local_files_only=True).decode
+        tokenizer = tokenizer_for(name, local_files_only=True)
+        tokenizer.decode([])  # an HF tokenizer loads on first use: load it here, where failing is allowed
+        return tokenizer.decode
     except Exception:  # a hub tokenizer not cached here, or no transformers: ids are shown instead
         return None
 
