@@ -129,6 +129,23 @@ def test_frames_audio_and_books_of_every_video(committed: tuple[Path, dict], vid
     assert sorted(p.name for p in out.iterdir()) == sorted(listing(out)) and not (out / ".dew-tmp").exists()
 
 
+@pytest.mark.parametrize("name", ["list.csv", "list.jsonl"])
+def test_a_list_of_videos_with_a_byte_order_mark_reads_its_first_row(videos: Path, tmp_path: Path, name: str) -> None:
+    """A list saved by a Windows tool starts with a byte order mark: it hid a csv's path column under the
+    name '\ufeffpath' and made a jsonl's first line no JSON."""
+    tone, quiet = videos / "talk" / "tone.mp4", videos / "talk" / "quiet.mp4"
+    listed = tmp_path / name
+    if name.endswith(".csv"):
+        text = f"path,caption\n{tone},a tone\n{quiet},quiet\n"
+    else:
+        text = "".join(
+            json.dumps({"path": str(p), "caption": c}) + "\n" for p, c in ((tone, "a tone"), (quiet, "quiet"))
+        )
+    listed.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    sources, _ = find_sources([str(listed)], SourceOptions())
+    assert sorted((Path(s.path).name, s.caption) for s in sources) == [("quiet.mp4", "quiet"), ("tone.mp4", "a tone")]
+
+
 @pytest.mark.beam
 def test_inspect_shows_the_videos_read_and_each_drop_with_its_video(committed: tuple[Path, dict], videos: Path) -> None:
     out, _ = committed

@@ -30,6 +30,9 @@ TABLE = {
     "huge.txt": (b"z" * 101, {}, {"too_long": 1}),
     "latin1.txt": (b"caf\xe9", {}, {"invalid_utf8": 1}),
     "fine.txt": ("naïve text".encode(), {0: "naïve text"}, {}),
+    # A byte order mark, as Windows tools start an export, was the first line's: malformed_json, or text.
+    "bom.jsonl": (b'\xef\xbb\xbf{"text": "first"}\n{"text": "second"}\n', {0: "first", 1: "second"}, {}),
+    "bom.txt": (b"\xef\xbb\xbf" + "naïve text".encode(), {0: "naïve text"}, {}),
 }
 
 

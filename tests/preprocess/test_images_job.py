@@ -110,6 +110,34 @@ def test_a_caption_that_is_not_text_or_an_extra_field_that_is_a_container_is_mis
         assert reason is None and (fields["caption"], fields["score"]) == kept
 
 
+def test_a_byte_order_mark_is_no_part_of_a_row_file_or_a_sidecar_caption(tmp_path: Path) -> None:
+    """Windows tools start text exports with a UTF-8 byte order mark: it dropped a jsonl's first row as
+    malformed_json, began a sidecar caption with U+FEFF, and renamed a csv's first column to '\ufeffurl'."""
+    from dew.preprocess.image_reading import ImageReadOptions, ReadSource
+    from dew.preprocess.image_sources import Source
+    from dew.preprocess.url_reading import _ReadUrlSource
+
+    bom = b"\xef\xbb\xbf"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_bytes(bom + b'{"image": "a.jpg", "caption": "one"}\n{"image": "b.jpg", "caption": "two"}\n')
+    read = ReadSource(ImageReadOptions())
+    found = list(read._jsonl_rows(Source(index=0, kind="jsonl", path=str(rows), name=rows.name)))
+    assert [(row, values["caption"], reason) for row, values, reason in found] == [(0, "one", None), (1, "two", None)]
+
+    (tmp_path / "cat.jpg").write_bytes(good_images()["astronaut.jpg"])
+    (tmp_path / "cat.txt").write_bytes(bom + "a café cat\n".encode())
+    sidecar = ReadSource(ImageReadOptions(sidecar=True))
+    _, fields, reason = sidecar._image_file(Source(index=0, kind="image", path=str(tmp_path / "cat.jpg"), name="c"))
+    assert reason is None and fields["caption"] == "a café cat".encode()
+
+    urls = tmp_path / "urls.csv"
+    urls.write_bytes(bom + b"url,caption\nhttp://example.com/a.jpg,one\n")
+    got = list(
+        _ReadUrlSource(ImageReadOptions(image_field="url"))._rows(Source(index=0, kind="csv", path=str(urls), name="u"))
+    )
+    assert got == [(0, b"http://example.com/a.jpg", {"caption": b"one"}, None)]
+
+
 @pytest.mark.beam
 def test_image_folder_to_a_committed_directory_whose_books_balance(image_folder: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"

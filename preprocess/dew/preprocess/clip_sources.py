@@ -97,6 +97,8 @@ def _tree(root: str, listed: Sequence[InputFile], options: SourceOptions) -> Ite
 
 def _rows(path: str) -> Iterator[dict[str, object]]:
     data = files.read_bytes(path)
+    if not path.endswith(".parquet"):
+        data = files.without_bom(data)  # a list saved by a Windows tool
     if path.endswith(".parquet"):
         pq = require("pyarrow.parquet", for_what="reading a parquet list of videos")
         yield from pq.read_table(io.BytesIO(data)).to_pylist()

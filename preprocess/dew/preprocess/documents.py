@@ -242,12 +242,14 @@ class _ReadFile(beam.DoFn):
 
     def _stream_rows(self, stream: Any, kind: str) -> Iterator[tuple[int, str | None, str | None]]:
         if kind == "txt" and self.options.txt_documents == "file":
-            data = stream.read(self.options.max_document_bytes + 1)
+            data = files.without_bom(stream.read(self.options.max_document_bytes + 1))
             while stream.read(_READ_CHUNK):
                 pass  # a document too long to hold is still read to the end, to verify the stream
             yield (0, *self._text(data))
             return
         for row, line in enumerate(self._lines(stream)):
+            if row == 0 and line is not None:
+                line = files.without_bom(line)
             if line is None:
                 yield row, None, TOO_LONG
             elif kind == "txt":

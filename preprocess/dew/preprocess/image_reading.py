@@ -154,7 +154,7 @@ class ReadSource(beam.DoFn):
             sidecar = posixpath.join(posixpath.dirname(source.path), f"{stem}.txt")
             if not files.exists(sidecar):
                 return None, {}, MISSING_FIELD
-            caption, reason = utf8_field(files.read_bytes(sidecar).strip())
+            caption, reason = utf8_field(files.without_bom(files.read_bytes(sidecar)).strip())
         else:
             caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
         if reason is not None:
@@ -191,7 +191,7 @@ class ReadSource(beam.DoFn):
             try:
                 for row, line in enumerate(stream):
                     try:
-                        values = json.loads(line.decode("utf-8"))
+                        values = json.loads((files.without_bom(line) if row == 0 else line).decode("utf-8"))
                     except UnicodeDecodeError:
                         yield row, {}, INVALID_UTF8
                     except ValueError:

@@ -87,7 +87,8 @@ class _ReadUrlSource(ReadSource):
         with files.open_read(source.path) as raw:
             stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
             # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
-            text = codecs.getreader("utf-8")(stream, errors="surrogateescape")
+            # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+            text = codecs.getreader("utf-8-sig")(stream, errors="surrogateescape")
             try:
                 for row, values in enumerate(csv.DictReader(text)):
                     yield row, values, None
