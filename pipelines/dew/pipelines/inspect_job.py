@@ -93,7 +93,8 @@ def _example(example: dict[str, Any] | None) -> str:
         return ""
     if "row" in example:
         return f" (e.g. {example['path']} row {example['row']})"
-    return f" (e.g. {example['path']}: {example['error']})"
+    path, error = example["path"], example["error"]
+    return f" (e.g. {error})" if error.startswith(path) else f" (e.g. {path}: {error})"
 
 
 def _mixture(summary: Summary, say: Callable[..., None]) -> None:
