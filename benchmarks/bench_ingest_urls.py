@@ -3,8 +3,8 @@
 The baseline is stated in one line in BASELINE below and printed first.
 
 A local HTTP server on 127.0.0.1 (tests/runtime/online_support.py, real skimage.data photographs of
-160-480 px as JPEG, PNG and WebP) serves URLS urls. Both tools fetch them all, resize to a 256 px
-centre crop, encode JPEG q95 and write shards of ROWS_PER_SHARD rows on 2 processes: the job on
+160-480 px as JPEG, PNG and WebP), in a process of its own, serves URLS urls. Both tools fetch them all,
+resize to a 256 px centre crop, encode JPEG q95 and write shards of ROWS_PER_SHARD rows on 2 processes: the job on
 DirectRunner with 2 workers (ArrayRecord shards, status tables, commit; --per_host opened to the threads,
 since img2dataset has no per-host limit and one host serves every url here), img2dataset with
 processes_count=2 (webdataset tars). Both get 64 threads a process, timeout 10 s, one retry.
@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 BASELINE = (
     "baseline: img2dataset (pip, own venv) on the same url parquet and server, processes_count=2 thread_count=64, "
@@ -53,18 +52,36 @@ def img2dataset_binary() -> tuple[str | None, str]:
     return binary, "installed now"
 
 
-def write_urls(server: Any, path: str) -> list[str]:
+# The server runs in a process of its own: the job's launcher is then a process of its own, as the
+# dew-preprocess program is (one thread, so it may fork its workers), and no baseline shares its GIL.
+_SERVE = (
+    "import sys, time; sys.path.insert(0, sys.argv[1]); from tests.runtime.online_support import ImageServer; "
+    "server = ImageServer(); server.start(); print(server.base, flush=True); sys.stdin.read()"
+)
+
+
+def serve() -> tuple[subprocess.Popen[str], str]:
+    """The local image server in a child process (stopped when its stdin closes), and its base url."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVE, ROOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    return server, server.stdout.readline().strip()
+
+
+def write_urls(base: str, path: str) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    urls = [server.url("photo", i) for i in range(URLS)]
+    urls = [f"{base}/photo/{i}.jpg" for i in range(URLS)]
     pq.write_table(pa.table({"url": urls, "caption": [f"photo {i}" for i in range(URLS)]}), path)
     return urls
 
 
 def run_job(parquet: str, out: str) -> tuple[float, int]:
-    from dew.pipelines import ingest_urls_job
+    from dew.pipelines import ingest_urls_job, zygotes
 
+    zygotes.allow()  # this benchmark is a launcher of its own, as the dew-preprocess program is
     flags = ["--input", parquet, "--output", out, "--size", str(SIZE), "--rows_per_shard", str(ROWS_PER_SHARD)]
     # img2dataset has no per-host limit: one host serves every url here, so ours is opened to the thread count.
     flags += ["--threads", "64", "--per_host", "64", "--timeout", "10", "--retries", "1", "--quality", "95"]
@@ -130,18 +147,14 @@ def run_plain(urls: list[str], out: str) -> tuple[float, int]:
 
 
 def main() -> None:
-    sys.path.insert(0, ROOT)
-    from tests.runtime.online_support import ImageServer
-
     print(BASELINE)
     binary, how = img2dataset_binary()
     print(f"img2dataset: {binary or 'unavailable'} ({how})")
-    server = ImageServer()
-    server.start()
+    server, base = serve()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-ingest-") as work:
             parquet = os.path.join(work, "urls.parquet")
-            urls = write_urls(server, parquet)
+            urls = write_urls(base, parquet)
             job_s, job_ok = run_job(parquet, os.path.join(work, "dew"))
             print(f"dew ingest-urls: {job_ok}/{URLS} written in {job_s:.1f} s = {job_ok / job_s:.1f} images/s")
             if binary is not None:
@@ -155,7 +168,7 @@ def main() -> None:
             print(f"plain ThreadPoolExecutor: {plain_ok}/{URLS} in {plain_s:.1f} s = {plain_ok / plain_s:.1f} images/s")
             print(f"ratio dew / plain: {(job_ok / job_s) / (plain_ok / plain_s):.2f}x")
     finally:
-        server.stop()
+        server.communicate()  # closes its stdin: it stops
 
 
 if __name__ == "__main__":

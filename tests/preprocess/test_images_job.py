@@ -19,7 +19,7 @@ from dew.pipelines import images_job
 from dew.pipelines.flags import UsageError
 from dew.preprocess.images import ImagesPlan
 from tests.preprocess.photos import MAX_PIXELS, bad_images, good_images
-from tests.support import inspect_text
+from tests.support import inspect_text, run_preprocess
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -249,6 +249,10 @@ def test_one_or_two_workers_and_a_crash_rerun_write_the_same_bytes(image_folder:
     run_images(tmp_path / "one", *flags)
     run_images(tmp_path / "two", *flags, runner=TWO_WORKERS)
     assert listing(tmp_path / "one") == listing(tmp_path / "two")
+    # A fresh launcher forks its two workers (dew.pipelines.forked_workers): the same bytes again.
+    done = run_preprocess("images", "--output", str(tmp_path / "forked"), *flags, "--direct_num_workers", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert listing(tmp_path / "forked") == listing(tmp_path / "one")
 
     crashed = tmp_path / "crashed"
     blocker = crashed / "train-00001-of-00003.array_record"

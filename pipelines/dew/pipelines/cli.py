@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from dew.pipelines import flags
+from dew.pipelines import flags, zygotes
 from dew.pipelines.jobs import JOBS, find
 from dew.preprocess import quiet
 
@@ -55,6 +55,9 @@ def user_error(error: BaseException) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        # Run as a program, in a process of its own that has done nothing yet: its workers can be forked.
+        zygotes.allow()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())

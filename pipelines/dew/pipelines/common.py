@@ -76,14 +76,17 @@ def require_remote(options: PipelineOptions, flag: str, path: str) -> None:
 
 
 def local_runner(options: PipelineOptions) -> Any:
-    """The FnApiRunner DirectRunner would fall back to, with the pipeline options handed to its workers."""
+    """The FnApiRunner DirectRunner would fall back to, with the pipeline options handed to its workers,
+    and its worker processes forked from this one where that is safe (dew.pipelines.forked_workers)."""
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
+    from dew.pipelines.forked_workers import ForkingRunner
+
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return fn_runner.FnApiRunner(provision_info=info)
+    return ForkingRunner(provision_info=info)
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

@@ -108,5 +108,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    from dew.pipelines import zygotes
+
+    zygotes.allow()  # a program in a process of its own: its job's workers can be forked (docs/preprocess.md)
     main()
     sys.exit(0)
