@@ -50,14 +50,14 @@ _LAUNCHER = textwrap.dedent(
 )
 
 
-def _run_twice(tmp_path: Path) -> list[list[list[bool]]]:
+def _run_twice(tmp_path: Path, environment: dict[str, str] | None = None) -> list[list[list[bool]]]:
     done = subprocess.run(
         [sys.executable, "-c", _LAUNCHER],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        env={**os.environ, "OUT": str(tmp_path / "seen")},
+        env={**os.environ, **(environment or {}), "OUT": str(tmp_path / "seen")},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return [sorted(json.loads(line) for line in (tmp_path / f"seen{n}").read_text().splitlines()) for n in range(2)]
@@ -84,3 +84,10 @@ def test_no_fork_unless_the_launcher_allows_it_nor_while_another_thread_runs(mon
     finally:
         stop.set()
         thread.join()
+
+
+@pytest.mark.beam
+def test_dew_fork_workers_0_gives_even_a_fresh_launcher_beams_own_workers(tmp_path: Path) -> None:
+    first, second = _run_twice(tmp_path, {zygotes.SWITCH: "0"})
+    assert all(other for _, other in first + second)
+    assert not any(marked for marked, _ in first + second)

@@ -24,6 +24,9 @@ _GRPC_THREADS = ("grpc", "event_engine", "lifeguard")
 
 
 _allowed: int | None = None  # the pid of a launcher that may fork the workers of its first local run
+# DEW_FORK_WORKERS=0 gives every local run Beam's own worker processes: the way out should a fork misbehave
+# on some platform, and a way to compare the two.
+SWITCH = "DEW_FORK_WORKERS"
 
 
 def allow() -> None:
@@ -35,7 +38,9 @@ def allow() -> None:
 
 def can_fork() -> bool:
     """Whether a child forked now would start clean: an allowed launcher on Linux, one Python thread,
-    gRPC not yet started."""
+    gRPC not yet started, and DEW_FORK_WORKERS not set to 0."""
+    if os.environ.get(SWITCH, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
     if _allowed != os.getpid() or not sys.platform.startswith("linux") or threading.active_count() != 1:
         return False
     try:
