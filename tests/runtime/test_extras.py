@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -72,3 +73,15 @@ def test_each_site_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     hide(monkeypatch, module)
     with pytest.raises(ImportError, match=re.escape(f"needs {module}: pip install 'dew[{extra}]'")):
         use(tmp_path)
+
+
+def test_loading_transformers_through_dew_does_not_advise_installing_pytorch() -> None:
+    """dew loads only tokenizers and processors from transformers; its import-time advice about a missing
+    PyTorch was printed by every job and every worker."""
+    code = (
+        "from dew.data.extras import require; require('transformers', for_what='a test'); import os; "
+        "print('TRANSFORMERS_NO_ADVISORY_WARNINGS' in os.environ)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert "PyTorch" not in done.stderr, done.stderr
+    assert done.stdout.strip() == "False"  # the user's own environment is left as it was

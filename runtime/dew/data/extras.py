@@ -6,7 +6,10 @@ A spec imports its stack when it is first read, so a host without that stack onl
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+from collections.abc import Iterator
 from types import ModuleType
 
 # Top-level module → the extra in pyproject.toml that installs it (tests check the two agree).
@@ -46,10 +49,25 @@ def require(module: str, *, for_what: str) -> ModuleType:
     """
     extra = extra_of(module)
     try:
-        return importlib.import_module(module)
+        with _quiet_import(module):
+            return importlib.import_module(module)
     except ModuleNotFoundError as error:
         if error.name is None or not (module == error.name or module.startswith(error.name + ".")):
             raise
         raise ModuleNotFoundError(
             f"{for_what} needs {module.split('.')[0]}: pip install 'dew[{extra}]'", name=error.name
         ) from error
+
+
+@contextlib.contextmanager
+def _quiet_import(module: str) -> Iterator[None]:
+    """Keeps transformers from advising, as it is imported, that PyTorch is missing: dew only loads its
+    tokenizers and processors, which need no PyTorch, and every job and worker printed the line."""
+    if module.split(".")[0] != "transformers" or "TRANSFORMERS_NO_ADVISORY_WARNINGS" in os.environ:
+        yield
+        return
+    os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"]
