@@ -434,3 +434,62 @@ def test_files_of_a_folder_that_are_not_read_are_counted_by_reason(image_folder:
     assert {r["label"] for r in read_records(out)} == {b"cat", b"space"}
     said = capsys.readouterr().err
     assert "3 files in" in said and "cat/next.avif" in said and "convert" in said
+
+
+def test_image_files_are_read_in_units_and_a_damaged_file_in_one_is_counted_alone(tmp_path: Path) -> None:
+    """A unit's records keep each file's own key and draw; its one tally sums its files' and names each
+    damaged file on its own; a row file is a unit alone, between runs of image files."""
+    from dew.preprocess.documents import DAMAGED
+    from dew.preprocess.image_reading import ImageReadOptions, ReadSource
+    from dew.preprocess.image_sources import FILES_PER_READ, UNSUPPORTED, Source, reads
+
+    (tmp_path / "a.jpg").write_bytes(good_images()["astronaut.jpg"])
+    (tmp_path / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    (tmp_path / "b.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    unit = (
+        Source(index=3, kind="image", path=str(tmp_path / "a.jpg"), name="c/a.jpg", label="c"),
+        Source(index=4, kind="image", path=str(tmp_path / "gone.jpg"), name="c/gone.jpg", label="c"),
+        Source(index=5, kind=UNSUPPORTED, path=str(tmp_path / "b.heic"), name="c/b.heic", label="c"),
+        Source(index=6, kind="image", path=str(tmp_path / "a.jpg"), name="d/a.jpg", label="d"),
+    )
+    reader = ReadSource(ImageReadOptions())
+    reader.setup()
+    out = list(reader.process(unit))
+    records, (tally,) = out[:-1], [o.value for o in out[-1:]]
+    assert [(key, draw) for key, (_, _, draw) in records] == [((3, 0), unit[0].draw(0)), ((6, 0), unit[3].draw(0))]
+    assert [fields["label"] for _, (_, fields, _) in records] == [b"c", b"d"]
+    assert {k: v for k, v in tally.items() if k != DAMAGED} == {
+        "images_in": 4,
+        "dangling_symlink": 1,
+        "unsupported_format": 1,
+    }
+    assert [d["path"] for d in tally[DAMAGED]] == [str(tmp_path / "gone.jpg")]
+
+    images = [Source(index=i, kind="image", path=f"{i}.jpg", name=f"{i}.jpg") for i in range(FILES_PER_READ + 3)]
+    rows = Source(index=len(images), kind="jsonl", path="r.jsonl", name="r.jsonl")
+    units = reads([*images[:2], rows, *images[2:]])
+    assert [len(u) for u in units] == [2, 1, FILES_PER_READ, 1] and units[1] == (rows,)
+    assert [s for u in units for s in u] == [*images[:2], rows, *images[2:]]
+
+
+@pytest.mark.beam
+def test_a_folder_read_in_units_writes_the_bytes_and_stats_of_one_file_a_unit(
+    image_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Units of many files (here several, one of them holding a broken link, an unsupported file and bad
+    images) give the same directory, stats.json included, as one file a unit did."""
+    from dew.preprocess import image_sources
+
+    for i, (name, data) in enumerate(good_images().items()):
+        (image_folder / "cat" / f"copy{i}-{name}").write_bytes(data)
+    (image_folder / "cat" / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    (image_folder / "misc" / "phone.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    flags = ("--input", str(image_folder), "--size", "32", "--max_pixels", str(MAX_PIXELS), "--val_fraction", "0.3")
+    assert len(image_sources.reads(image_sources.find_sources([str(image_folder)]).sources)) > 1
+    run_images(tmp_path / "units", *flags)
+    monkeypatch.setattr(image_sources, "FILES_PER_READ", 1)
+    run_images(tmp_path / "files", *flags)
+    assert listing(tmp_path / "units") == listing(tmp_path / "files")
+    stats = json.loads((tmp_path / "units" / "stats.json").read_text())
+    assert [d["path"] for d in stats["damaged_inputs"]] == [str(image_folder / "cat" / "gone.jpg")]
+    assert stats["dropped"]["dangling_symlink"] == stats["dropped"]["unsupported_format"] == 1

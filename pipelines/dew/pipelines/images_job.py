@@ -21,7 +21,7 @@ from dew.pipelines import common, flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
-from dew.preprocess.image_sources import UNSUPPORTED, Found, Source, find_sources
+from dew.preprocess.image_sources import UNSUPPORTED, Found, Source, find_sources, reads
 from dew.preprocess.images import ImagesPlan, WriteImages
 
 
@@ -121,7 +121,7 @@ def build(
 ) -> Any:
     spread = any(source.kind not in ("image", UNSUPPORTED) for source in sources)
     write = WriteImages(plan, identity, spread=spread, ignored=ignored)
-    return pipeline | "Sources" >> beam.Create(list(sources)) | "WriteImages" >> write
+    return pipeline | "Sources" >> beam.Create(reads(sources)) | "WriteImages" >> write
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

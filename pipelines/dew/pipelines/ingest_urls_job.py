@@ -24,7 +24,7 @@ from dew.pipelines.images_job import add_image_flags, image_plan_fields
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
-from dew.preprocess.image_sources import Source
+from dew.preprocess.image_sources import Source, reads
 from dew.preprocess.images import ImagesPlan
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.ingest_urls import IngestUrls
@@ -101,7 +101,7 @@ def build(
 ) -> Any:
     return (
         pipeline
-        | "UrlLists" >> beam.Create(list(sources))
+        | "UrlLists" >> beam.Create(reads(sources))
         | "IngestUrls" >> IngestUrls(plan, identity, refetch=refetch)
     )
 

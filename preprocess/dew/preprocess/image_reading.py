@@ -11,7 +11,7 @@ that is a list or a dict), a caption that is not UTF-8 `invalid_utf8`, a jsonl
 line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, a file of an
 image folder in a format dew does not read `unsupported_format` (unopened); a row file that
 breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
-`corrupt_input`. Each Source's tally travels as a second output, so the job can balance its books.
+`corrupt_input`. Each read unit's tally travels as a second output, so the job can balance its books.
 """
 
 from __future__ import annotations
@@ -115,20 +115,23 @@ class ReadSource(beam.DoFn):
         names = ("images_in", *ROW_REASONS, *FILE_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
 
-    def process(self, source: Source) -> Iterator[Any]:
+    def process(self, unit: tuple[Source, ...]) -> Iterator[Any]:
+        """Every record of a read unit (image_sources.reads), then one tally of all its files: the sum of
+        theirs, each damaged file named on its own."""
         tally: collections.Counter[str] = collections.Counter()
         damaged: list[dict[str, Any]] = []
-        try:
-            for row, image, fields, reason in self._rows(source):
-                tally["images_in"] += 1
-                if reason is None:
-                    yield (source.index, row), (image, fields, source.draw(row))
-                else:
-                    tally[reason] += 1
-        except DamagedInput as damage:
-            tally["images_in"] += damage.lost
-            tally[damage.reason] += damage.lost
-            damaged.append({"path": source.path, "reason": damage.reason, "error": str(damage)})
+        for source in unit:
+            try:
+                for row, image, fields, reason in self._rows(source):
+                    tally["images_in"] += 1
+                    if reason is None:
+                        yield (source.index, row), (image, fields, source.draw(row))
+                    else:
+                        tally[reason] += 1
+            except DamagedInput as damage:
+                tally["images_in"] += damage.lost
+                tally[damage.reason] += damage.lost
+                damaged.append({"path": source.path, "reason": damage.reason, "error": str(damage)})
         for name, value in tally.items():
             self.counters[name].inc(value)
         yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged})
@@ -241,7 +244,8 @@ class ReadSource(beam.DoFn):
 
 
 class ReadImages(beam.PTransform):
-    """PCollection[Source] → ((file, row), (image bytes, {field: bytes}, draw)) and per-Source tallies (`stats`).
+    """PCollection[tuple[Source, ...]] (read units: image_sources.reads) → ((file, row), (image bytes,
+    {field: bytes}, draw)) and a tally per unit (`stats`).
 
     The draw is Source.draw(row): where the record goes, decided where its Source's name is known.
     `reader` is the DoFn that reads one Source; `main` names the main output.

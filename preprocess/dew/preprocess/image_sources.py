@@ -14,7 +14,8 @@ Three layouts are read, told apart by what an `--input` names:
 Sources are sorted by path and numbered: the number is the file index of every record's (file, row) key.
 Each Source also carries its `name`, its path relative to the input it came from, which decides the
 split a record goes to: the same image lands in the same split wherever the inputs are stored and
-whatever else is added beside it.
+whatever else is added beside it. Sources are read in units (`reads`): up to FILES_PER_READ image files
+at a time, each still its own Source.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ HF_STATE = "state.json"
 HF_DICT = "dataset_dict.json"
 # The field the class directory of an ImageFolder input goes into.
 LABEL = "label"
+# Image files read as one unit (see reads): enough to make the runner's cost per unit small beside
+# decoding them, few enough that a folder of a few hundred images still spreads over many workers.
+FILES_PER_READ = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +97,31 @@ class Source:
     def draw(self, row: int) -> int:
         """A record's place in [0, 2^64) from where it came from alone; it picks the record's split and shard."""
         return int.from_bytes(hashlib.sha256(f"{self.name}\0{row}".encode()).digest()[:8], "little")
+
+
+def reads(sources: Sequence[Source]) -> list[tuple[Source, ...]]:
+    """The Sources in read units: runs of up to FILES_PER_READ consecutive image files (and unsupported
+    files) of the numbered order, and every row file or dataset alone.
+
+    A unit is one element to the runner: one shuffle, one read call and one tally for all its files.
+    One image file each cost the runner more than decoding it. Each file keeps its own Source (index,
+    name, label), so every record's key and draw, and so the output, are those of the file alone.
+    """
+    units: list[tuple[Source, ...]] = []
+    run: list[Source] = []
+    for source in sources:
+        if source.kind in ("image", UNSUPPORTED):
+            run.append(source)
+            if len(run) < FILES_PER_READ:
+                continue
+        if run:
+            units.append(tuple(run))
+            run = []
+        if source.kind not in ("image", UNSUPPORTED):
+            units.append((source,))
+    if run:
+        units.append(tuple(run))
+    return units
 
 
 def _row_kind(path: str) -> str | None:

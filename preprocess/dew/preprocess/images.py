@@ -1,4 +1,4 @@
-"""WriteImages: Sources → a committed `dew.images/1` directory, end to end, as one PTransform.
+"""WriteImages: Sources, in read units, → a committed `dew.images/1` directory, end to end, as one PTransform.
 
     read (undecoded) → decode, check, resize, encode, pack, park → (dedupe) → split → shard counts → route
     → write shards → stats.json → meta.json
@@ -287,7 +287,8 @@ def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 class WriteImages(beam.PTransform):
-    """PCollection[Source] → a committed images directory in plan.output; yields its Meta once committed.
+    """PCollection[tuple[Source, ...]] (read units: image_sources.reads) → a committed images directory in
+    plan.output; yields its Meta once committed.
 
     spread: whether some Source holds many images (a row file, a saved dataset). Reading fuses with what
     follows it, so their images are then spread over workers before decoding, or one large file would be

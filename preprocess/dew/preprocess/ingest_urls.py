@@ -42,7 +42,8 @@ def _route(element: tuple[Any, tuple[bytes, dict[str, bytes], int]], val_fractio
 
 
 class IngestUrls(beam.PTransform):
-    """PCollection[Source] of url lists → a committed images directory in plan.images.output; yields its Meta.
+    """PCollection[tuple[Source, ...]] of url lists (image_sources.reads) → a committed images directory in
+    plan.images.output; yields its Meta.
 
     refetch: committed shards whose status table lists rows dropped for a reason worth asking again
     (url_status.REFETCHED) are rewritten with those rows fetched anew and every other record copied as is.

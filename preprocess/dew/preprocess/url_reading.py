@@ -99,7 +99,8 @@ class _ReadUrlSource(ReadSource):
 
 
 class ReadUrls(ReadImages):
-    """PCollection[Source] → ((file, row), (url bytes, {field: bytes}, draw)) and per-Source tallies (`stats`)."""
+    """PCollection[tuple[Source, ...]] (image_sources.reads: a url list is a unit alone) → ((file, row), (url
+    bytes, {field: bytes}, draw)) and a tally per unit (`stats`)."""
 
     reader = _ReadUrlSource
     main = "urls"
