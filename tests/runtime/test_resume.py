@@ -172,6 +172,9 @@ def test_a_resume_past_the_ramp_stages_a_share_count_does_not_split_reads_exactl
         next(run.train(DataPartition(index=0, count=4)))
     head, state = read_global(run.train, 2, 5)
     assert state["records"] >= run.ramp.stages(8)[-1].records  # past the ramp: every later step holds 8
+    _, early = read_global(run.train, 2, 1)  # a stage of 6 records is still ahead
+    with pytest.raises(ValueError, match=r"does not split into 4 equal shares.*\(the ramp stage from global record"):
+        run.train(DataPartition(index=0, count=4)).set_state(early)  # refused where the position is given
     tail, _ = read_global(run.train, 4, 3, state)
     assert_batches_equal(full, head + tail)
 

@@ -216,12 +216,16 @@ class GlobalStream:
         self._next_step += 1
         return batch
 
-    def _start(self) -> _Started:
-        for stage in self.schedule.stages_from(self._next_step):
+    def _check_stages_ahead(self, step: int) -> None:
+        """Refuses a share count that does not divide the batch of a stage still to be read from `step`."""
+        for stage in self.schedule.stages_from(step):
             try:
                 self.partition.rows(stage.batch)
             except ValueError as error:
                 raise ValueError(f"{error} (the ramp stage from global record {stage.records})") from None
+
+    def _start(self) -> _Started:
+        self._check_stages_ahead(self._next_step)
         reads = _ShareRows(self.order, self.schedule, self.partition)
         iterator: grain.DatasetIterator | _InProcess
         stop = _ENDLESS if self.steps is None else self.steps
@@ -265,6 +269,7 @@ class GlobalStream:
         step = self.schedule.step_at(saved.records)
         if self.steps is not None and step > self.steps:
             raise ValueError(f"saved position at step {step} is past the end of this {self.steps}-step pass")
+        self._check_stages_ahead(step)  # now, where the saved position is named, rather than at the next batch
         self._release()
         self._next_step = self._counted_step = step
         # A corpus that moved (another path, bucket or mount) keeps its counter under its new name.
