@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import DataPartition, Reader
+from dew.data import DataPartition, Ramp, Reader, ramped
 
 
 def interleave(shares: Sequence[Any]) -> Any:
@@ -79,6 +79,22 @@ def assert_resume_exact(
     tail, tail_state = read_global(reader, count_after, steps - stop_at, state)
     assert_batches_equal(full, head + tail)
     assert tail_state == full_state, f"the resumed run ends at {tail_state}, the uninterrupted one at {full_state}"
+
+
+def assert_ramped_resume_exact(
+    data: Any, ramp: Ramp, *, stop_at: int, counts: tuple[int, int], train_steps: int = 6, val_steps: int | None = None
+) -> None:
+    """`data` under `ramp`: its training stream and its validation pass (`val_steps` batches, counted when
+    None) each resume exactly, stopped on counts[0] shares and resumed on counts[1]."""
+    run = ramped(data, ramp)
+    if val_steps is None:
+        with run.val(DataPartition()) as one_pass:
+            val_steps = sum(1 for _ in one_pass)
+    before, after = counts
+    assert_resume_exact(run.train, steps=train_steps, stop_at=stop_at, count_before=before, count_after=after)
+    assert_resume_exact(
+        run.val, steps=val_steps, stop_at=min(stop_at, val_steps), count_before=before, count_after=after
+    )
 
 
 def run_preprocess(*args: str) -> subprocess.CompletedProcess[str]:

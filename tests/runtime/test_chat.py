@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Ramp, Role, datasets, ramped, tokenizer_for
+from dew.data import MASK_KEY, ChatMessages, DataPartition, Loading, Ramp, Role, datasets, tokenizer_for
 from dew.data.chat import ChatWindows
 from dew.data.templates import ChatTemplate
 from tests.runtime.chat_support import CHATML, chat_tokenizer  # noqa: F401
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_ramped_resume_exact, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
 TOOLS = [{"type": "function", "function": {"name": "lookup"}}]
@@ -221,10 +221,6 @@ def test_a_ramped_run_and_its_validation_pass_resume_exactly(
         tokenizer=chat_tokenizer, records=records(rows(9)), val_path=str(path), seq_len=48, val_batches=None,
         seed=1, loading=SERIAL,
     )  # fmt: skip
-    run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=samples))
-    with run.val(DataPartition()) as one_pass:
-        steps = sum(1 for _ in one_pass)
-    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
-    assert_resume_exact(
-        run.val, steps=steps, stop_at=min(stop_at, steps), count_before=counts[0], count_after=counts[1]
+    assert_ramped_resume_exact(
+        spec.load(batch=4), Ramp(start=2, increment=2, samples=samples), stop_at=stop_at, counts=counts
     )

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from dew.data import DataPartition, HFDatasetSource, HFOptions, HubDataset, Loading, TFDSOptions, datasets, ramped
 from dew.data.ramp import Ramp
 from tests.runtime.providers_support import SERIAL, ns, rows, shout, write_jsonl, write_parquet
-from tests.support import assert_batches_equal, assert_resume_exact, read_global
+from tests.support import assert_batches_equal, assert_ramped_resume_exact, assert_resume_exact, read_global
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +207,6 @@ def test_worker_processes_reopen_a_table_handed_over_in_memory() -> None:
 @settings(max_examples=6, deadline=None)
 def test_a_ramped_hooked_stream_and_its_validation_pass_resume_exactly(spec, stop_at, counts, samples) -> None:
     data = dataclasses.replace(spec, preprocess=shout).load(batch=12)
-    run = ramped(data, Ramp(start=6, increment=6, samples=samples))
-    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
-    assert_resume_exact(run.val, steps=2, stop_at=min(stop_at, 2), count_before=counts[0], count_after=counts[1])
+    assert_ramped_resume_exact(
+        data, Ramp(start=6, increment=6, samples=samples), stop_at=stop_at, counts=counts, val_steps=2
+    )

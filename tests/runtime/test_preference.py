@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, Ramp, datasets, ramped
-from tests.support import assert_resume_exact, read_global
+from dew.data import IDS_KEY, MASK_KEY, DataPartition, Loading, PreferencePairs, Ramp, datasets
+from tests.support import assert_ramped_resume_exact, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
 
@@ -178,6 +178,5 @@ def test_a_ramped_run_and_its_validation_pass_resume_exactly(tmp_path_factory, s
         records=as_records(pair_rows(11)), val_path=val, seq_len=8, val_batches=None, seed=2, loading=SERIAL
     )
     data = spec.load(batch=4)
-    run = ramped(data, Ramp(start=2, increment=2, samples=samples))
-    assert_resume_exact(run.train, steps=8, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
-    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])
+    ramp = Ramp(start=2, increment=2, samples=samples)
+    assert_ramped_resume_exact(data, ramp, stop_at=stop_at, counts=counts, train_steps=8, val_steps=3)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import DataPartition, Loading, Prompts, Ramp, datasets, ramped, tokenizer_for
+from dew.data import DataPartition, Loading, Prompts, Ramp, datasets, tokenizer_for
 from tests.runtime.chat_support import chat_tokenizer  # noqa: F401
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_ramped_resume_exact, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
@@ -208,6 +208,5 @@ def test_a_ramped_run_and_its_validation_pass_resume_exactly(
         tokenizer=chat_tokenizer, records=records(verl_rows(10)), val_path=str(val), val_batches=None, seed=3,
         loading=SERIAL,
     )  # fmt: skip
-    run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=samples))
-    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
-    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])
+    ramp = Ramp(start=2, increment=2, samples=samples)
+    assert_ramped_resume_exact(spec.load(batch=4), ramp, stop_at=stop_at, counts=counts, val_steps=3)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import HFOptions, PreparedTFDS, Ramp, TFDSOptions, datasets, ramped
+from dew.data import HFOptions, PreparedTFDS, Ramp, TFDSOptions, datasets
 from tests.runtime.providers_support import SERIAL, decode_text, ns, prepare_tfds
-from tests.support import assert_resume_exact, read_global
+from tests.support import assert_ramped_resume_exact, assert_resume_exact, read_global
 
 pytest.importorskip("tensorflow_datasets")
 
@@ -167,6 +167,6 @@ def test_records_beyond_the_split_are_refused_at_load(prepared: Path) -> None:
 @settings(max_examples=4, deadline=None)
 def test_a_ramped_run_and_its_validation_pass_resume_exactly(prepared: Path, stop_at, counts, samples) -> None:
     data = small(prepared, val_split="test", val_batches=None, preprocess=decode_text, seed=2).load(batch=4)
-    run = ramped(data, Ramp(start=2, increment=2, samples=samples))
-    assert_resume_exact(run.train, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
-    assert_resume_exact(run.val, steps=3, stop_at=min(stop_at, 3), count_before=counts[0], count_after=counts[1])
+    assert_ramped_resume_exact(
+        data, Ramp(start=2, increment=2, samples=samples), stop_at=stop_at, counts=counts, val_steps=3
+    )
