@@ -58,12 +58,9 @@ def summarize(path: str, *, seq_len: int | None = None, packing_bins: int = 8, s
     if is_plan(path):
         return _plan(path)
     meta = formats.read_meta(path)
-    if not remote.is_remote(path):
-        # A missing or truncated shard anywhere is what someone running inspect needs to hear about, and a
-        # stat a shard finds it; checksums are read only for the shards that samples come from.
-        for shards in meta.splits.values():
-            for shard in shards:
-                formats.verify_shard(path, shard)
+    # A missing or truncated shard anywhere is what someone running inspect needs to hear about, and a
+    # stat a shard finds it; checksums are read only for the shards that samples come from.
+    formats.check_local_sizes(path, meta)
     splits = {
         split: {
             "shards": len(shards),

@@ -15,9 +15,10 @@ from typing import Any
 
 import apache_beam as beam
 
+from dew.data import formats
 from dew.pipelines import common, flags
 from dew.preprocess.mixture import read_corpus_meta
-from dew.preprocess.pack import PackCorpus, check_sizes
+from dew.preprocess.pack import PackCorpus
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     options = common.pipeline_options(rest)
     corpus = args.corpus.rstrip("/")
     meta = read_corpus_meta(corpus)
-    check_sizes(corpus, meta)
+    formats.check_local_sizes(corpus, meta)
     if meta.tokens.eos_id is None:
         print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]

@@ -23,7 +23,6 @@ from dew.pipelines import common, flags
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
 from dew.preprocess.mixture import MixtureRequest, PlanMixture, read_corpus_meta, write_plan
-from dew.preprocess.pack import check_sizes
 
 
 def _corpus(text: str) -> tuple[str, float]:
@@ -89,7 +88,7 @@ def check_corpora(corpora: Sequence[str], split: str) -> None:
         for path, meta in metas.items():
             if split not in meta.splits:
                 raise ValueError(f"{path} has no split {split!r} (--split); it holds {', '.join(sorted(meta.splits))}")
-            check_sizes(path, meta, [split])
+            formats.check_local_sizes(path, meta, [split])
     except formats.DamagedError:
         raise
     except ValueError as error:

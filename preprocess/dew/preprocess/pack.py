@@ -52,16 +52,6 @@ def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
             yield batch.column(0).flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
-def check_sizes(directory: str, meta: Meta, splits: Sequence[str] | None = None) -> None:
-    """Refuses, on the launcher, a local committed shard that is missing or not the size meta.json records,
-    naming it: cheap (one stat a shard), and before the runner starts, where the damage would otherwise
-    surface as a reader's error with no file name, or none at all."""
-    if files.is_local(directory):
-        for split in meta.splits if splits is None else splits:
-            for shard in meta.shards(split):
-                formats.verify_shard(directory, shard)
-
-
 def verified_copy(directory: str, shard: formats.Shard, work: str) -> str:
     """A local copy of a committed shard (the file itself when local) holding the bytes meta.json records:
     a truncated or damaged shard is refused by name, as a user error, before a reader meets its bytes."""
@@ -70,12 +60,7 @@ def verified_copy(directory: str, shard: formats.Shard, work: str) -> str:
             return formats.verify_shard(directory, shard, checksum=True)
         where = files.join(directory, shard.name)
         path = files.download(where, work)
-        size = os.path.getsize(path)
-        if size != shard.bytes:
-            raise DamagedError(
-                f"{where} holds {size} bytes but {formats.META} records {shard.bytes}: the shard is truncated or "
-                f"was rewritten after the commit; {remote.OVERWRITE}"
-            )
+        formats.check_size(path, shard, where=where)
         if integrity.enabled() and integrity.digest_file(path, "sha256") != shard.sha256:
             raise DamagedError(f"{where} fails its sha256 check against {formats.META}; {remote.OVERWRITE}")
         return path

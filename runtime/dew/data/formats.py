@@ -361,15 +361,31 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
         return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
-    size = os.path.getsize(path)
-    if size != shard.bytes:
-        raise DamagedError(
-            f"{path} holds {size} bytes but {META} records {shard.bytes}: the shard is truncated or "
-            f"was rewritten after the commit; {_OVERWRITE}"
-        )
+    check_size(path, shard)
     if checksum:
         integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c)
     return path
+
+
+def check_size(copy: str, shard: Shard, *, where: str | None = None) -> None:
+    """Refuses a local file (a shard, or a copy of the one at `where`) whose size is not the one meta.json
+    records for `shard`: it was truncated or rewritten after the commit."""
+    size = os.path.getsize(copy)
+    if size != shard.bytes:
+        raise DamagedError(
+            f"{where or copy} holds {size} bytes but {META} records {shard.bytes}: the shard is truncated or "
+            f"was rewritten after the commit; {_OVERWRITE}"
+        )
+
+
+def check_local_sizes(directory: str, meta: Meta, splits: Iterable[str] | None = None) -> None:
+    """Checks every shard of `splits` (all by default) of a local committed directory by size, one stat a
+    shard, naming the first missing or truncated one; a gs:// directory is checked as its shards are fetched."""
+    if "://" in directory:
+        return
+    for split in meta.splits if splits is None else splits:
+        for shard in meta.shards(split):
+            verify_shard(directory, shard)
 
 
 def check_same_tokenizer(metas: Mapping[str, Meta]) -> None:
