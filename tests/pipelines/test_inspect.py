@@ -19,8 +19,8 @@ from tests.preprocess.corpora import topics
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 
-def test_inspect_imports_neither_beam_nor_matplotlib() -> None:
-    code = "import sys, dew.pipelines.inspect_job; print(sorted({'apache_beam', 'matplotlib'} & set(sys.modules)))"
+def test_inspect_imports_neither_beam_nor_an_image_stack() -> None:
+    code = "import sys, dew.pipelines.inspect_job; print(sorted({'apache_beam', 'PIL', 'cv2'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
 
@@ -57,13 +57,18 @@ def test_a_token_corpus_written_by_the_job(tmp_path: Path, capsys: pytest.Captur
     assert cli.main(["inspect", str(out), "--seq_len", "64", "--samples", "1"]) == 0
     text = capsys.readouterr().out
     assert "dropped malformed_json: 1 (e.g." in text and "packing at seq_len 64 (bins 8)" in text
+    assert "(offline plan)" in text and "fill [100%, 100%)" not in text and "fill [ 95%, 100%)" in text
     assert cli.main(["inspect", str(out), "--seqlen", "64"]) == 2
     assert "did you mean --seq_len?" in capsys.readouterr().err
-    pytest.importorskip("matplotlib")
+    # Without --seq_len the fill shown is the one the job planned offline (tokenize --pack --seq_len 64).
+    assert summarize(str(out)).packing == summary.packing
+    assert sum(n for _, _, n in summary.packing["fill_histogram"]) == summary.packing["windows"]
     report = tmp_path / "report.html"
     assert cli.main(["inspect", str(out), "--html", str(report)]) == 0
     page = report.read_text()
-    assert page.count("data:image/png;base64,") == 3 and "<script" not in page and "http" not in page
+    assert "<script" not in page and "<svg" in page and "window fill (tokens held / seq_len + 1)" in page
+    assert "document length (tokens, power-of-two buckets)" in page and ">p99 " in page
+    assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
 @pytest.mark.beam

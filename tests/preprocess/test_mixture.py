@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -12,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dew.data import formats, packing
-from dew.pipelines import cli, tokenize_job
-from dew.preprocess.mixture import apportion
+from dew.pipelines import cli, common, tokenize_job
+from dew.preprocess.mixture import MANY_EPOCHS, apportion, epoch_warnings
 from tests.preprocess.corpora import topics, write_jsonl
 from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens
 
@@ -36,8 +37,12 @@ def test_plan_counts_windows_and_epochs_and_refuses_mixed_tokenizers(
     code = corpus(tmp_path, "code", topics(30)[20:])  # planned on the spot
     plan_path = tmp_path / "mixture.json"
     flags = ["--corpus", f"{web}=3", "--corpus", f"{code}=1", "--tokens", "20000", "--seq_len", "64"]
+    capsys.readouterr()
     cli.main(["plan-mixture", *flags, "--output", str(plan_path), *IN_MEMORY])
     plan = json.loads(plan_path.read_text())
+    printed = capsys.readouterr()
+    for entry in plan["corpora"]:
+        assert (f"warning: {entry['path']}:" in printed.err) == (entry["epochs"] > MANY_EPOCHS)
     assert plan["windows"] == -(-20000 // 64) == sum(c["windows"] for c in plan["corpora"])
     by_path = {c["path"]: c for c in plan["corpora"]}
     for path, weight in ((web, 0.75), (code, 0.25)):
@@ -57,6 +62,20 @@ def test_plan_counts_windows_and_epochs_and_refuses_mixed_tokenizers(
     nowhere = ["--corpus", str(tmp_path / "nowhere"), "--tokens", "9", "--seq_len", "8", "--output", "x"]
     assert cli.main(["plan-mixture", *nowhere, *IN_MEMORY]) == 2
     assert "is not a committed corpus" in capsys.readouterr().err
+
+
+def test_a_plan_that_repeats_a_corpus_thousands_of_times_is_warned_of() -> None:
+    def entry(path: str, windows: int, available: int) -> dict:
+        return {"path": path, "windows": windows, "windows_available": available, "epochs": windows / available}
+
+    plan = {"corpora": [entry("web", 29_980, 10), entry("code", 40, 10), entry("tiny", MANY_EPOCHS * 10, 10)]}
+    (warning,) = epoch_warnings(plan)
+    assert warning.startswith("warning: web: the plan reads it 2,998 times over (29,980 windows from the 10 ")
+    assert "--tokens" in warning
+    # plan-mixture's steps count nothing: its last line says it finished, with no empty "counters:" heading.
+    report = io.StringIO()
+    common.report({}, 1.25, report)
+    assert report.getvalue() == "finished in 1.2 s\n"
 
 
 @given(total=st.integers(0, 10**6), weights=st.lists(st.floats(0.01, 100), min_size=1, max_size=6))

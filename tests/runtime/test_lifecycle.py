@@ -18,6 +18,7 @@ import pytest
 
 import dew.data
 from dew.data import DataPartition, Loading, PackedTokens, TokenWindows, workers
+from dew.data.loading import RECORDS_PER_WORKER
 from tests.runtime.token_support import documents, write_corpus
 
 # Generous: a child imports grain (and jax) and spawns its workers on a small, shared machine.
@@ -29,11 +30,20 @@ def test_the_default_workers_fit_the_host(monkeypatch, cores: int, started: int)
     monkeypatch.setattr(workers, "host_cores", lambda: cores)
     assert Loading().started() == Loading(workers=started)
     assert Loading().started(in_process=True).workers == 0
+    assert Loading().started(decodes=False).workers == 0
+
+
+@pytest.mark.parametrize(("records", "started"), [(1, 0), (RECORDS_PER_WORKER - 1, 0), (3 * RECORDS_PER_WORKER, 3)])
+def test_the_default_workers_fit_the_records(monkeypatch, records: int, started: int) -> None:
+    monkeypatch.setattr(workers, "host_cores", lambda: 200)
+    assert Loading().started(records=records).workers == started
+    assert Loading().started(records=10**9).workers == 32
 
 
 def test_workers_the_caller_set_are_kept(monkeypatch, caplog) -> None:
     monkeypatch.setattr(workers, "host_cores", lambda: 2)
     assert Loading(workers=2).started(in_process=True).workers == 2
+    assert Loading(workers=2).started(decodes=False, records=1).workers == 2
     with caplog.at_level(logging.WARNING):
         assert Loading(workers=5).started().workers == 5
     assert "more worker processes than the 1 cores" in caplog.text
@@ -49,12 +59,31 @@ def test_token_kinds_read_in_process_unless_asked(tmp_path, monkeypatch) -> None
         assert asked.train.loading.workers == 3
 
 
-def test_a_stream_with_workers_takes_the_hosts_share(monkeypatch) -> None:
+def test_a_decoding_stream_takes_workers_for_its_records_up_to_the_hosts_share(monkeypatch) -> None:
     from dew.data.dataset import global_dataset
 
     monkeypatch.setattr(workers, "host_cores", lambda: 4)
-    data = global_dataset(train=np.arange(10), val=None, batch=2, seed=0, loading=Loading(), val_batches=None)
-    assert data.train.loading.workers == 3
+    for records, started in ((10, 0), (2 * RECORDS_PER_WORKER, 2), (100 * RECORDS_PER_WORKER, 3)):
+        data = global_dataset(
+            train=np.arange(records), val=None, batch=2, seed=0, loading=Loading(), val_batches=None, decodes=True
+        )
+        assert data.train.loading.workers == started
+    plain = global_dataset(train=np.arange(10**6), val=None, batch=2, seed=0, loading=Loading(), val_batches=None)
+    assert plain.train.loading.workers == 0
+
+
+def test_a_spec_and_its_dataset_show_what_starts_and_no_addresses(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(workers, "host_cores", lambda: 8)
+    path = write_corpus(str(tmp_path / "corpus"), {"train": documents(40, longest=60)})
+    spec = TokenWindows(path=path, seq_len=16, val_batches=0)
+    assert "Loading(workers=0 (in process), threads=64" in repr(spec)
+    assert "workers=32" not in repr(spec)
+    assert "Loading(workers=3, " in repr(TokenWindows(path=path, seq_len=16, loading=Loading(workers=3)))
+    data = spec.load(batch=4)
+    assert len(data) == data.steps_per_epoch
+    shown = repr(data)
+    assert f"steps_per_epoch={data.steps_per_epoch}" in shown and "workers=0" in shown
+    assert " at 0x" not in shown and " at 0x" not in repr(spec)
 
 
 def _run_script(tmp_path: Path, body: str) -> subprocess.Popen:

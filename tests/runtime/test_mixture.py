@@ -103,7 +103,7 @@ def test_restoring_record_10_to_the_9_is_arithmetic() -> None:
 
 def test_a_changed_mixture_is_refused_by_corpus_name() -> None:
     saved = MixtureOrder(corpora([10, 10], [1, 1]), seed=0).describe()
-    with pytest.raises(ValueError, match="corpus 'c1' weight 1 became 2"):
+    with pytest.raises(ValueError, match="corpus 'c1' weight 1 -> 2"):
         MixtureOrder(corpora([10, 10], [1, 2]), seed=0).check_resume(saved, 4)
     with pytest.raises(ValueError, match="corpus 'c1' was dropped"):
         MixtureOrder(corpora([10], [1]), seed=0).check_resume(saved, 4)
@@ -159,7 +159,7 @@ def test_a_resume_accepts_appended_and_moved_phases_and_refuses_the_rest_by_name
         phased([28, None], [[1, 1], [2, 1]]).check_resume(saved, 24)
     with pytest.raises(ValueError, match="phase 0 now ends at record 12, before the checkpoint's record 16"):
         phased([12, None], [[1, 1], [2, 1]]).check_resume(saved, 16)
-    with pytest.raises(ValueError, match="phase 1 of the checkpoint's data was changed: corpus 'c0' weight 2 became 3"):
+    with pytest.raises(ValueError, match="phase 1 of the checkpoint's data was changed: corpus 'c0' weight 2 -> 3"):
         phased([20, None], [[1, 1], [3, 1]]).check_resume(saved, 24)
 
 

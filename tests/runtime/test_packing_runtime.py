@@ -56,6 +56,8 @@ def test_every_token_of_every_document_appears_once_per_epoch(corpus, seq_len: i
     source = packed_split(corpus, "train", window=seq_len + 1, bins=bins, field=None)
     batch = source.read_batch(np.arange(len(source)))
     text, segments, positions = batch["text"], batch["text_segment_ids"], batch["text_positions"]
+    by_piece = packed_split(corpus, "train", window=seq_len + 1, bins=bins, field=None, positions="piece")
+    piece_positions = by_piece.read_batch(np.arange(len(source)))["text_positions"]
     stream = stream_of(documents(70, longest=50))
     ends = source.documents.ends
     seen = np.zeros(len(stream), dtype=np.int64)
@@ -65,8 +67,12 @@ def test_every_token_of_every_document_appears_once_per_epoch(corpus, seq_len: i
             piece = source.plan.offsets[row] + segment - 1
             document = int(source.plan.documents[piece])
             start = (int(ends[document - 1]) if document else 0) + int(source.plan.starts[piece])
-            # segment ids and positions agree: one contiguous run counting up from 0
-            assert (np.diff(cells) == 1).all() and positions[row, cells].tolist() == list(range(len(cells)))
+            # segment ids and positions agree: one contiguous run counting up from the piece's place in its
+            # document, or from 0 when positions restart in each piece
+            offset = int(source.plan.starts[piece])
+            assert (np.diff(cells) == 1).all()
+            assert positions[row, cells].tolist() == list(range(offset, offset + len(cells)))
+            assert piece_positions[row, cells].tolist() == list(range(len(cells)))
             np.testing.assert_array_equal(text[row, cells], stream[start : start + len(cells)])
             seen[start : start + len(cells)] += 1
         padding = segments[row] == 0

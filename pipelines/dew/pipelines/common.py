@@ -169,7 +169,8 @@ def _planned_too_many_shards(error: BaseException) -> bool:
 
 def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:
     width = max((len(name) for name in found), default=0)
-    print(f"finished in {seconds:.1f} s; counters:", file=out)
+    # A job whose steps count nothing (plan-mixture) says it finished, not "counters:" over an empty list.
+    print(f"finished in {seconds:.1f} s" + ("; counters:" if found else ""), file=out)
     for name, value in found.items():
         print(f"  {name:<{width}}  {value:,}", file=out)
     if found.get("documents_tokenized"):

@@ -6,21 +6,19 @@ Prints the format and kind, each split's shards, records, units and bytes, the k
 tokenizer of a token corpus), the drop reasons stats.json recorded, a histogram of document lengths
 and the packing fill at --seq_len (token corpora), and the first few records; for a mixture.json, each
 corpus's share and epochs. The numbers come from dew.pipelines.inspection.summarize; --html writes
-them with plots as one self-contained file.
+them as one self-contained page (inline CSS and SVG charts, image thumbnails and clip frames as data:
+URIs) to paste into a review.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import html
-import io
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from dew.pipelines import flags
-from dew.pipelines.inspection import Summary, summarize
+from dew.pipelines.inspection import SAMPLE_RECORDS, Summary, summarize
 
 _TEXT_WIDTH = 160
 _BAR = 40
@@ -34,15 +32,25 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of that packing")
     p.add_argument("--samples", type=int, default=3, help="records to show from the train split")
-    p.add_argument("--html", default=None, help="also write a self-contained HTML report with plots here")
+    p.add_argument(
+        "--sample",
+        type=flags.positive_int,
+        default=SAMPLE_RECORDS,
+        help="records (64 MiB at most) read for a packed-dict directory's field and caption statistics",
+    )
+    p.add_argument("--html", default=None, help="also write a self-contained HTML report here")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> Summary:
     args, _ = flags.parse(parser(), argv, beam=False)
-    summary = summarize(args.path, seq_len=args.seq_len, packing_bins=args.packing_bins, samples=args.samples)
+    summary = summarize(
+        args.path, seq_len=args.seq_len, packing_bins=args.packing_bins, samples=args.samples, sample=args.sample
+    )
     render(summary, sys.stdout)
     if args.html:
+        from dew.pipelines.inspect_html import write_html  # Pillow, for the thumbnails, loads only here
+
         write_html(summary, args.html)
         print(f"wrote {args.html}", file=sys.stderr)
     return summary
@@ -61,6 +69,8 @@ def render(summary: Summary, out: TextIO) -> None:
     for split, row in summary.splits.items():
         say(f"  {split:<12}{row['shards']:>8,}{row['records']:>14,}{row['units']:>16,}{row['bytes']:>16,}")
     say(f"  {summary.kind}: " + ", ".join(f"{key} {value}" for key, value in summary.section.items()))
+    if summary.config:
+        say("  config: " + ", ".join(f"{key} {value}" for key, value in sorted(summary.config.items())))
     stats = summary.stats
     if stats:
         if "read" in stats:
@@ -78,14 +88,40 @@ def render(summary: Summary, out: TextIO) -> None:
                 f"  train documents: {d['count']:,}, tokens mean {d['mean']:,.1f}, p50 {d['p50']:,.0f}, "
                 f"p90 {d['p90']:,.0f}, p99 {d['p99']:,.0f}, max {d['max']:,}"
             )
-        peak = max((n for _, _, n in summary.lengths), default=1)
-        for lo, hi, n in summary.lengths:
-            say(f"    [{lo:>8,}, {hi:>8,})  {n:>9,}  {'#' * max(1, round(_BAR * n / peak))}")
+        _bars(say, [(f"[{lo:>8,}, {hi:>8,})", n) for lo, hi, n in summary.lengths])
     if summary.packing:
         p = summary.packing
-        say(f"  packing at seq_len {p['seq_len']} (bins {p['bins']}): {p['windows']:,} windows, fill {p['fill']:.1%}")
+        say(
+            f"  packing at seq_len {p['seq_len']} (bins {p['bins']}): {p['windows']:,} windows, fill {p['fill']:.1%}, "
+            f"{p['full_windows']:,} windows full ({p['source']})"
+        )
+        _bars(say, [(f"fill [{lo:>4.0%}, {hi:>4.0%})", n) for lo, hi, n in p["fill_histogram"] if n])
+    if summary.sample:
+        _sample_stats(summary.sample, say)
     for i, sample in enumerate(summary.samples):
         say(f"  sample {i}: {_sample(sample)}")
+
+
+def _bars(say: Callable[..., None], rows: list[tuple[str, int]]) -> None:
+    peak = max((n for _, n in rows), default=1) or 1
+    for label, n in rows:
+        say(f"    {label}  {n:>9,}  {'#' * (max(1, round(_BAR * n / peak)) if n else 0)}")
+
+
+def _percentiles(d: dict[str, Any]) -> str:
+    return f"p50 {d['p50']:,.0f}, p90 {d['p90']:,.0f}, p99 {d['p99']:,.0f}, max {d['max']:,}"
+
+
+def _sample_stats(s: dict[str, Any], say: Callable[..., None]) -> None:
+    say(f"  sample: {s['records']:,} records spread over the {s['of']:,} of {s['shard']}")
+    for name, d in s["fields"].items():
+        if d.get("count"):
+            say(f"    {name} bytes: {_percentiles(d)}")
+    for name in ("image_width", "image_height"):
+        if name in s:
+            say(f"    {name.replace('_', ' ')} (pixels): {_percentiles(s[name])}")
+    if "caption_chars" in s:
+        say(f"    caption characters: {_percentiles(s['caption_chars'])}")
 
 
 def _example(example: dict[str, Any] | None) -> str:
@@ -110,63 +146,17 @@ def _mixture(summary: Summary, say: Callable[..., None]) -> None:
 
 def _sample(sample: dict[str, Any]) -> str:
     if "fields" in sample:
-        return ", ".join(f"{name}: {size:,} bytes" for name, size in sample["fields"].items())
+        sizes = ", ".join(f"{name}: {size:,} bytes" for name, size in sample["fields"].items())
+        caption = sample.get("caption")
+        return sizes if caption is None else f"{sizes} — {_clipped(caption)}"
     if sample["text"] is None:
         return f"{sample['tokens']:,} tokens, ids {sample['ids']}"
-    text = " ".join(sample["text"].split())
-    return f"{sample['tokens']:,} tokens: {text[:_TEXT_WIDTH]!r}" + ("…" if len(text) > _TEXT_WIDTH else "")
+    return f"{sample['tokens']:,} tokens: {_clipped(sample['text'])}"
 
 
-def write_html(summary: Summary, path: str) -> None:
-    """One HTML file: the text summary and its plots as PNGs embedded in base64, nothing to fetch."""
-    text = io.StringIO()
-    render(summary, text)
-    images = "".join(
-        f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
-        for title, png in _plots(summary)
-    )
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(summary.path)}</title></head>"
-        f"<body><h1>{html.escape(summary.path)}</h1><pre>{html.escape(text.getvalue())}</pre>{images}</body></html>"
-    )
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
-
-
-def _plots(summary: Summary) -> list[tuple[str, str]]:
-    bars: list[tuple[str, list[str], list[float]]] = []
-    if summary.kind == "mixture":
-        bars.append(("share of windows", [c["path"] for c in summary.corpora], [c["weight"] for c in summary.corpora]))
-        bars.append(("epochs", [c["path"] for c in summary.corpora], [c["epochs"] for c in summary.corpora]))
-    else:
-        bars.append((f"{summary.unit} per split", list(summary.splits), [r["units"] for r in summary.splits.values()]))
-    if summary.lengths:
-        labels = [f"<{hi:,}" for _, hi, _ in summary.lengths]
-        bars.append(("train documents by length (tokens)", labels, [n for _, _, n in summary.lengths]))
-    if summary.stats.get("dropped"):
-        dropped = summary.stats["dropped"]
-        bars.append(("documents dropped by reason", list(dropped), list(dropped.values())))
-    return [(title, _bar_png(title, labels, values)) for title, labels, values in bars]
-
-
-def _bar_png(title: str, labels: list[str], values: list[float]) -> str:
-    from dew.data.extras import require
-
-    matplotlib = require("matplotlib", for_what="dew-preprocess inspect --html")
-    matplotlib.use("Agg")  # no display on a launcher or a TPU host
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 3))
-    try:
-        axes.bar(range(len(values)), values)
-        axes.set_xticks(range(len(values)), labels, rotation=30, ha="right", fontsize=8)
-        axes.set_title(title)
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=80)
-    finally:
-        plt.close(figure)
-    return base64.b64encode(buffer.getvalue()).decode()
+def _clipped(text: str) -> str:
+    text = " ".join(text.split())
+    return f"{text[:_TEXT_WIDTH]!r}" + ("…" if len(text) > _TEXT_WIDTH else "")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """What a committed directory or a mixture plan holds, as numbers: the library side of `dew-preprocess inspect`.
 
 `summarize(path)` reads meta.json (and stats.json, the document index, a few records) and never the
-whole corpus when the offline files are there; it imports neither Beam nor matplotlib, so a notebook
-gets the same numbers the command prints.
+whole corpus when the offline files are there; it imports neither Beam nor an image stack (Pillow, to
+read image sizes, loads on use), so a notebook gets the same numbers the command prints.
 """
 
 from __future__ import annotations
@@ -15,25 +15,24 @@ from typing import Any
 import numpy as np
 
 from dew.data import formats, packing, remote
-from dew.data.codec import unpack_dict_of_byte_arrays
-from dew.data.extras import require
 from dew.data.tokens.corpus import open_tokens
 from dew.data.tokens.plan import MIXTURE_FORMAT, is_plan
+from dew.pipelines.inspect_sample import Sample, image_sides, read_sample, text_of
 
 _TRAIN = "train"
-# What each job's stats.json counts in and out (tokenize, ingest-urls, images and caption-tokenize, decode-clips).
-_BOOKS = (
-    ("documents_in", "documents_written"),
-    ("urls_in", "images_written"),
-    ("images_in", "images_written"),
-    ("videos_in", "videos_written"),
-)
+# Counters named like books that are not: a job's shard tally.
+_NOT_BOOKS = ("shards_written", "records_written")
+# Records read for the sample statistics of a packed-dict directory (field sizes, caption lengths).
+SAMPLE_RECORDS = 256
+_FILL_BUCKETS = 20
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Summary:
     """One directory or plan. `lengths` (token corpora) is a histogram of document lengths in tokens
-    by power-of-two buckets: (low, high, documents) with low <= length < high."""
+    by power-of-two buckets: (low, high, documents) with low <= length < high, every bucket from the
+    shortest document's to the longest's. `sample` (packed-dict directories) describes a bounded sample
+    of records: which shard and records, each field's size and the captions' lengths in characters."""
 
     path: str
     format: str
@@ -41,19 +40,27 @@ class Summary:
     unit: str = ""
     splits: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     section: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     documents: dict[str, Any] = dataclasses.field(default_factory=dict)
     lengths: list[tuple[int, int, int]] = dataclasses.field(default_factory=list)
     packing: dict[str, Any] = dataclasses.field(default_factory=dict)
     samples: list[Any] = dataclasses.field(default_factory=list)
+    sample: dict[str, Any] = dataclasses.field(default_factory=dict)
     corpora: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def summarize(path: str, *, seq_len: int | None = None, packing_bins: int = 8, samples: int = 3) -> Summary:
-    """The summary of a committed directory of any kind, or of a mixture plan (mixture.json)."""
+def summarize(
+    path: str, *, seq_len: int | None = None, packing_bins: int = 8, samples: int = 3, sample: int = SAMPLE_RECORDS
+) -> Summary:
+    """The summary of a committed directory of any kind, or of a mixture plan (mixture.json).
+
+    `samples` records are shown; `sample` records at most (and 64 MiB) are read for a packed-dict
+    directory's field statistics. The packing fill is at `seq_len`, else at the train split's first
+    plan written offline (a corpus tokenized with --pack)."""
     path = path.rstrip("/")
     if is_plan(path):
         return _plan(path)
@@ -77,18 +84,71 @@ def summarize(path: str, *, seq_len: int | None = None, packing_bins: int = 8, s
         "unit": type(meta.section).UNIT,
         "splits": splits,
         "section": meta.section.to_json(),
+        "config": dict(meta.config),
         "stats": _stats(path),
     }
     if meta.kind != "tokens":
-        return Summary(**found, samples=_records(path, meta, samples))
+        read = read_sample(path, meta, max(sample, samples))
+        if read is None:
+            return Summary(**found)
+        shown = [{"fields": {k: len(v) for k, v in row.items()}, "caption": text_of(row)} for row in read.rows]
+        return Summary(**found, samples=shown[:samples], sample=_sample_stats(read))
     ends = _document_ends(path, meta)
     lengths = packing.lengths_of(ends)
     found["documents"] = _describe(lengths)
     found["lengths"] = _histogram(lengths)
-    if seq_len is not None and lengths.size:
-        plan = packing.plan_packing(lengths, seq_len + 1, packing_bins)
-        found["packing"] = {"seq_len": seq_len, "bins": packing_bins, "windows": len(plan), "fill": 1 - plan.padding}
+    if lengths.size:
+        found["packing"] = _packing(path, meta, lengths, seq_len, packing_bins, found["stats"])
     return Summary(**found, samples=_documents(path, meta, ends, samples))
+
+
+def _packing(
+    path: str, meta: formats.Meta, lengths: np.ndarray, seq_len: int | None, bins: int, stats: dict[str, Any]
+) -> dict[str, Any]:
+    """Windows and fill of the train split's packing, with the windows counted by how full they are."""
+    if seq_len is None:
+        offline = [p for p in stats.get("packing", ()) if p["split"] == _TRAIN]
+        if not offline:
+            return {}
+        seq_len, bins = offline[0]["seq_len"], offline[0]["bins"]
+    name = formats.derived_path(path, _TRAIN, packing.packing_name(seq_len + 1, bins))
+    plan = packing.PackingPlan.load(name, meta.fingerprint())
+    source = "offline plan" if plan is not None else "planned here"
+    if plan is None:
+        plan = packing.plan_packing(lengths, seq_len + 1, bins)
+    filled = np.add.reduceat(plan.lengths, plan.offsets[:-1]) / plan.window if len(plan) else np.zeros(0)
+    counts, edges = np.histogram(filled, bins=_FILL_BUCKETS, range=(0.0, 1.0))
+    return {
+        "seq_len": seq_len,
+        "bins": bins,
+        "windows": len(plan),
+        "fill": 1 - plan.padding,
+        "source": source,
+        "fill_histogram": [
+            (float(lo), float(hi), int(n)) for lo, hi, n in zip(edges[:-1], edges[1:], counts, strict=True)
+        ],
+        "full_windows": int(np.sum(filled >= 1.0)),
+    }
+
+
+def _sample_stats(read: Sample) -> dict[str, Any]:
+    sizes = {name: np.array([len(row.get(name, b"")) for row in read.rows]) for name in read.rows[0]}
+    out: dict[str, Any] = {
+        "shard": read.shard,
+        "records": len(read.rows),
+        "of": read.of,
+        "fields": {name: _describe(values) for name, values in sizes.items()},
+    }
+    captions = [text for row in read.rows if (text := text_of(row)) is not None]
+    if captions:
+        chars = np.array([len(text) for text in captions])
+        out["caption_chars"] = {**_describe(chars), "histogram": _histogram(chars)}
+    if "image" in read.rows[0]:
+        sides = [s for row in read.rows if (s := image_sides(row["image"])) is not None]
+        if sides:
+            out["image_width"] = _describe(np.array([w for w, _ in sides]))
+            out["image_height"] = _describe(np.array([h for _, h in sides]))
+    return out
 
 
 def _plan(path: str) -> Summary:
@@ -119,18 +179,37 @@ def _stats(path: str) -> dict[str, Any]:
         data = json.loads(_read(name))
     except FileNotFoundError:
         return {}  # a directory another tool wrote: the contract makes stats.json optional
-    wanted = ("drop_examples", "files_unreadable")
-    out = {key: data[key] for key in wanted if key in data}
+    out: dict[str, Any] = {key: data[key] for key in ("files_unreadable", "packing") if key in data}
     out["dropped"] = {reason: n for reason, n in data.get("dropped", {}).items() if n}
-    for read, written in _BOOKS:
-        if read in data and written in data:
-            out["read"] = {"count": data[read], "unit": read.removesuffix("_in")}
-            out["written"] = {"count": data[written], "unit": written.removesuffix("_written")}
-            break
-    for dropped in data.get("dropped_inputs", ()):  # decode-clips names each dropped video and its error
-        example = {"path": dropped["path"], "error": dropped["error"]}
-        out.setdefault("drop_examples", {}).setdefault(dropped["reason"], example)
+    out.update(_books(data))
+    examples = {reason: dict(example) for reason, example in data.get("drop_examples", {}).items()}
+    # Any list of records naming a reason (decode-clips' dropped_inputs, every job's damaged_inputs)
+    # gives the first example of a reason that has none yet, whichever job wrote it.
+    for value in data.values():
+        if isinstance(value, list):
+            for entry in value:
+                if isinstance(entry, dict) and "reason" in entry and "path" in entry:
+                    example = {key: entry[key] for key in ("path", "row", "error") if key in entry}
+                    examples.setdefault(entry["reason"], example)
+    if examples:
+        out["drop_examples"] = dict(sorted(examples.items()))
     return out
+
+
+def _books(data: dict[str, Any]) -> dict[str, Any]:
+    """What the job read and wrote: the `<unit>_in` count and the `<unit>_written` one, of the same unit
+    where the job counts it (else the first written count: ingest-urls reads urls and writes images)."""
+    counts = {key: value for key, value in data.items() if isinstance(value, int) and not isinstance(value, bool)}
+    read = next((key for key in counts if key.endswith("_in")), None)
+    written = [key for key in counts if key.endswith("_written") and key not in _NOT_BOOKS]
+    if read is None or not written:
+        return {}
+    unit = read.removesuffix("_in")
+    chosen = f"{unit}_written" if f"{unit}_written" in written else written[0]
+    return {
+        "read": {"count": counts[read], "unit": unit},
+        "written": {"count": counts[chosen], "unit": chosen.removesuffix("_written")},
+    }
 
 
 def _document_ends(path: str, meta: formats.Meta) -> np.ndarray:
@@ -162,7 +241,12 @@ def _histogram(lengths: np.ndarray) -> list[tuple[int, int, int]]:
     top = int(np.ceil(np.log2(int(lengths.max()) + 1)))
     edges = [0, *(1 << k for k in range(top + 1))]
     counts, _ = np.histogram(lengths, bins=edges)
-    return [(lo, hi, int(n)) for lo, hi, n in zip(edges[:-1], edges[1:], counts.tolist(), strict=True) if n]
+    used = np.flatnonzero(counts)
+    first, last = int(used[0]), int(used[-1]) + 1
+    return [
+        (lo, hi, int(n))
+        for lo, hi, n in zip(edges[first:last], edges[first + 1 : last + 1], counts[first:last].tolist(), strict=True)
+    ]
 
 
 def _documents(path: str, meta: formats.Meta, ends: np.ndarray, count: int) -> list[dict[str, Any]]:
@@ -186,25 +270,3 @@ def _decoder(name: str) -> Any:
         return tokenizer.decode
     except Exception:  # a hub tokenizer not cached here, or no transformers: ids are shown instead
         return None
-
-
-def _records(path: str, meta: formats.Meta, count: int) -> list[dict[str, Any]]:
-    """Field names and sizes of the first records of the first train shard (packed dicts of byte arrays)."""
-    shards = meta.shards(_TRAIN) or next(iter(meta.splits.values()), ())
-    if not shards or count < 1:
-        return []
-    local = formats.verify_shard(path, shards[0], checksum=True)
-    ext = formats.parse_shard_name(shards[0].name)[3]
-    if ext == "parquet":
-        pq = require("pyarrow.parquet", for_what="inspecting parquet shards")
-        rows = pq.ParquetFile(local).read_row_group(0).slice(0, count).to_pylist()
-    else:
-        from array_record.python.array_record_module import ArrayRecordReader
-
-        reader = ArrayRecordReader(local, "readahead_buffer_size:0")
-        try:
-            wanted = min(count, reader.num_records())
-            rows = [unpack_dict_of_byte_arrays(r, local) for r in reader.read(list(range(wanted)))]
-        finally:
-            reader.close()
-    return [{"fields": {name: len(value) for name, value in row.items()}} for row in rows]

@@ -22,7 +22,7 @@ from dew.data import formats
 from dew.pipelines import common, flags
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
-from dew.preprocess.mixture import MixtureRequest, PlanMixture, read_corpus_meta, write_plan
+from dew.preprocess.mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
 
 
 def _corpus(text: str) -> tuple[str, float]:
@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     plan = json.loads(read_bytes(output))
     json.dump(plan, sys.stdout, indent=1)
     print(file=sys.stdout)
+    for line in epoch_warnings(plan):
+        print(line, file=sys.stderr)
     return plan
 
 

@@ -103,6 +103,26 @@ def apportion(total: int, weights: Sequence[float]) -> list[int]:
     return shares
 
 
+# Repeating data beyond ~4 epochs buys less and less, and past ~16 next to nothing (Muennighoff et al.,
+# "Scaling Data-Constrained Language Models", 2023): a plan that repeats a corpus more is almost surely
+# a budget or a weight typed wrong, so the launcher says so.
+MANY_EPOCHS = 16
+
+
+def epoch_warnings(plan: dict[str, Any]) -> list[str]:
+    """One line for each corpus the plan repeats more than MANY_EPOCHS times."""
+    out = []
+    for corpus in plan["corpora"]:
+        if corpus["epochs"] > MANY_EPOCHS:
+            out.append(
+                f"warning: {corpus['path']}: the plan reads it {corpus['epochs']:,.0f} times over "
+                f"({corpus['windows']:,} windows from the {corpus['windows_available']:,} its split packs into); "
+                f"past ~{MANY_EPOCHS} epochs repeated data teaches next to nothing: check --tokens and the weight, "
+                "or add data"
+            )
+    return out
+
+
 def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, Meta, int]]) -> dict[str, Any]:
     """The plan JSON from each corpus's (path, meta, windows available)."""
     by_path = {path: (meta, windows) for path, meta, windows in found}

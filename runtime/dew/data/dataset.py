@@ -60,6 +60,19 @@ class Dataset:
         """Steps in one pass over the training records."""
         return self.epoch_steps(1)
 
+    def __len__(self) -> int:
+        """Steps in one pass over the training records: len(data) is data.steps_per_epoch."""
+        return self.steps_per_epoch
+
+    def __bool__(self) -> bool:
+        return True  # a Dataset is a value even when it has no epoch for __len__ to count
+
+    def __repr__(self) -> str:
+        records = "unknown" if self.records is None else self.records
+        steps = "" if self.records is None else f", steps_per_epoch={self.steps_per_epoch}"
+        ramp = "" if self.ramp is None else f", ramp={self.ramp!r}"
+        return f"Dataset(batch={self.batch}, records={records}{steps}{ramp}, train={self.train!r}, val={self.val!r})"
+
     def epoch_steps(self, epochs: int = 1) -> int:
         """Steps that `epochs` passes over the training records take (more under a batch ramp)."""
         if self.records is None:
@@ -149,12 +162,14 @@ def global_dataset(
     order: Order | None = None,
     records: int | None = None,
     in_process: bool = False,
+    decodes: bool = False,
 ) -> Dataset:
     """What every indexed spec's load builds: a shuffled endless stream and a bounded validation pass.
 
     `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
     `val_batches` bounds the validation pass, None reading every whole batch of it; `in_process`
-    reads in the training process unless the caller asked for workers (Loading.started).
+    and `decodes` say what a default Loading starts (Loading.started): workers only for a kind that
+    decodes, over records enough to pay for them.
     """
     validate.positive_int("load(batch=)", batch)
     if records is not None and train is not None and records > len(train):
@@ -162,7 +177,9 @@ def global_dataset(
             f"records={records} is more than the {len(train)} records the training split holds: a pass over "
             "it would count records that do not exist; leave records unset to use the split's own length"
         )
-    loading = loading.started(in_process=in_process)
+    if records is None and train is not None:
+        records = len(train)
+    loading = loading.started(in_process=in_process, decodes=decodes, records=records)
     train_order = order if order is not None else ShuffledEpochs(train, seed)
     val_reader = None
     # An empty split is refused too: skipping it would leave Dataset.val None without a word.
@@ -179,6 +196,6 @@ def global_dataset(
     return Dataset(
         train=GlobalReader(train_order, Schedule.flat(batch), loading, synchronous=in_process),
         val=val_reader,
-        records=records if records is not None else (len(train) if train is not None else None),
+        records=records,
         batch=batch,
     )

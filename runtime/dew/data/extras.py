@@ -29,7 +29,6 @@ EXTRAS: dict[str, str] = {
     "apache_beam": "beam",
     "jax": "jax",
     "orbax.checkpoint": "jax",
-    "matplotlib": "inspect",
 }
 
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import integrity, npz, remote
+from dew.data import committed, integrity, npz, remote
 from dew.data.sections import SECTIONS, Section, TokensSection
 
-META = "meta.json"
+META = committed.META
 # Token corpora written before the shared envelope; still read, never written.
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
 SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
@@ -272,11 +272,7 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
         )
     if remote.is_remote(path) or not os.path.exists(path):
         writer = SECTIONS[kind].WRITER if kind in SECTIONS else "the preprocess job"
-        raise FileNotFoundError(
-            f"{directory} has no {META}: the corpus was never committed (a preprocess job still running, "
-            f"or one that crashed, or never run there). Run `{writer} ... --output {directory}`; a rerun skips "
-            "shards already committed."
-        )
+        raise committed.not_committed(directory, writer)
     try:
         with open(path) as f:
             data = json.load(f)

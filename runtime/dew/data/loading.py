@@ -14,9 +14,12 @@ from dew.data import validate
 
 _log = logging.getLogger(__name__)
 
-# The seed's defaults, sized for a TPU host with cores to spare. A default is resolved to the host
-# when a stream starts (Loading.started); a value the caller chose is kept.
+# The seed's defaults, sized for a TPU host with cores to spare. A default is resolved to the data and
+# the host when a stream starts (Loading.started); a value the caller chose is kept.
 _WORKERS = 32
+# A spawned worker costs a second or two to start (it imports numpy, grain and the decoders) and a
+# typical image decode is ~2 ms, so a worker pays for itself once it has about this many records a pass.
+RECORDS_PER_WORKER = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,10 +31,12 @@ class Loading:
     worker holds ready for the trainer.
 
     The fields say what a run asks for; `started` says what a host starts for it. A default worker
-    count becomes at most the host's spare cores (all but one, which the trainer keeps), and none at
-    all for a kind whose reads are plain copies; a count the caller set is kept. "Default" means
-    equal to the default: equal Loadings start the same, and a config read back from JSON cannot
-    tell `Loading()` from `Loading(workers=32)`.
+    count reads in the training process unless workers pay off: only a kind that decodes its records
+    (images, clips) starts them, one for every RECORDS_PER_WORKER records of a pass and never more
+    than the host's spare cores (all but one, which the trainer keeps). So a small table, a token
+    corpus or a chat file reads in process, and a top-level script over it needs no main guard. A
+    count the caller set is kept. "Default" means equal to the default: equal Loadings start the
+    same, and a config read back from JSON cannot tell `Loading()` from `Loading(workers=32)`.
     """
 
     workers: int = _WORKERS
@@ -44,17 +49,26 @@ class Loading:
         for name in ("threads", "read_buffer", "worker_buffer"):
             validate.at_least(f"Loading.{name}", getattr(self, name), 1)
 
-    def started(self, *, in_process: bool = False) -> Loading:
+    @property
+    def chosen(self) -> bool:
+        """Whether the worker count is the caller's rather than the default `started` resolves."""
+        return self.workers != _WORKERS
+
+    def started(self, *, in_process: bool = False, decodes: bool = True, records: int | None = None) -> Loading:
         """What a stream starts on this host for this Loading.
 
         in_process: the kind reads by copying bytes out of a memmap, which a worker process would
         only copy once more through shared memory, so the default reads in the training process.
-        Threads need no resolving: a stream keeps no more reads in flight than its prefetch holds.
+        decodes: the kind's reads do real work per record (decoding images or clips); one that does
+        not reads in process by default too. records: the records of a pass, which bounds the
+        default workers to one per RECORDS_PER_WORKER; None (a pipeline of unknown length) bounds
+        them by the host alone. Threads need no resolving: a stream keeps no more reads in flight
+        than its prefetch holds.
         """
         from dew.data import workers
 
         spare = workers.spare_cores()
-        if self.workers != _WORKERS:
+        if self.chosen:
             if self.workers > spare:
                 _log.warning(
                     "Loading(workers=%d) starts more worker processes than the %d cores this host can spare "
@@ -63,7 +77,26 @@ class Loading:
                     spare,
                 )
             return self
-        return dataclasses.replace(self, workers=0 if in_process else min(self.workers, spare))
+        if in_process or not decodes:
+            return dataclasses.replace(self, workers=0)
+        worth = self.workers if records is None else records // RECORDS_PER_WORKER
+        return dataclasses.replace(self, workers=min(self.workers, spare, worth))
+
+    def describe(self, *, in_process: bool = False, decodes: bool = True) -> str:
+        """This Loading as a spec shows it: the workers a default resolves to, not the seed's 32.
+
+        What starts can depend on the records, which a spec knows only once it loads, so a decoding
+        kind's default says the rule; Dataset's readers show the count that starts.
+        """
+        if self.chosen:
+            return repr(self)
+        if in_process or not decodes:
+            workers = "0 (in process)"
+        else:
+            from dew.data import workers as host
+
+            workers = f"'1 per {RECORDS_PER_WORKER} records, at most {min(self.workers, host.spare_cores())}'"
+        return repr(self).replace(f"workers={self.workers}", f"workers={workers}", 1)
 
     @property
     def stop_seconds(self) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 
 from dew.data import validate
 from dew.data.order import BaseOrder, ShuffledEpochs
-from dew.data.position import describe
+from dew.data.position import describe, differences
 from dew.data.records import Records, describe_source, read_batch
 
 if TYPE_CHECKING:
@@ -278,7 +278,8 @@ def mixture_changes(saved: Mapping[str, Any], ours: Mapping[str, Any]) -> list[s
     for old, new in pairs.items():
         for field in _CONTENT:
             if describe(before[old][field]) != describe(after[new][field]):
-                out.append(f"corpus {old!r} {field} {before[old][field]} became {after[new][field]}")
+                changed = differences(before[old][field], after[new][field], path=field)
+                out += [f"corpus {old!r} {change}" for change in changed]
     order = [pairs.get(c["name"]) for c in saved.get("corpora", [])]
     if not out and order != [c["name"] for c in ours.get("corpora", [])]:
         out.append("the corpora are listed in another order")

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from dew.data.position import describe
+from dew.data.position import describe, differences
 from dew.data.records import describe_source, read_batch
 
 _MASK64 = (1 << 64) - 1
@@ -93,10 +93,10 @@ class BaseOrder:
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
         ours = self.describe()
         if _canonical(saved) != _canonical(ours):
+            changed = "; ".join(differences(_canonical(saved), _canonical(ours)))
             raise ValueError(
-                "the saved data position reads something else than this stream:\n"
-                f"  saved:  {describe(saved)}\n  stream: {describe(ours)}\n"
-                "resume with the data the checkpoint was written with, or start the data afresh"
+                f"the saved data position reads something else than this stream ({changed}); resume with the "
+                "data the checkpoint was written with, or start the data afresh"
             )
 
     def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:

@@ -2,16 +2,14 @@
 
 Two kinds pack: PackedTokens (pretraining documents, through tokens.documents.PackedWindowSource)
 and ChatMessages (rendered conversations, through chat.ChatWindows). Both number the pieces of a
-window 1, 2, … in text_segment_ids with 0 on padding, and both put padding at position 0. They
-differ in where a piece cut from a longer document counts its positions from, and each is right
-for its use:
+window 1, 2, … in text_segment_ids with 0 on padding, and both put padding at position 0. Where a
+piece cut from a longer document counts its positions from is a choice:
 
-- "piece": positions restart at 0 in every piece. A pretraining document is text, and a chunk of
-  one is a segment of its own whose attention stops at its edge; counting on from the document
-  would train positions beyond the window on chunks that cannot see what came before them.
-- "document": positions continue through the document, so a token keeps its place in its
-  conversation. A supervised turn is trained where it stands in the conversation it belongs to,
-  which is where it will stand when the model serves that conversation.
+- "document" (both kinds' default): positions continue through the document, so a token keeps its
+  place in its document or conversation, which is where it stands when the model reads that text whole.
+- "piece": positions restart at 0 in every piece, PackedTokens(positions="piece"), for a model whose
+  learned position table ends at the window: continued positions of a long document's later pieces
+  would index past it.
 """
 
 from __future__ import annotations

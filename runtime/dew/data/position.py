@@ -89,3 +89,47 @@ def _mapping(field: str, value: Any) -> None:
 def describe(reads: Mapping[str, Any]) -> str:
     """A description as one stable line, for error messages."""
     return json.dumps(reads, sort_keys=True, default=str)
+
+
+# Where a token source's description holds its window length (seq_len + 1).
+_WINDOW_FIELDS = (".windows", ".window", ".packed[0]")
+
+
+def differences(saved: Any, ours: Any, *, path: str = "", limit: int = 5) -> list[str]:
+    """Where two descriptions differ, as "source.seq_len 128 -> 256" lines, at most `limit` of them.
+
+    A refused resume names what changed rather than printing both descriptions whole: two nested
+    objects of fingerprints hide the one field a user edited.
+    """
+    found: list[str] = []
+
+    def walk(a: Any, b: Any, where: str) -> None:
+        if len(found) >= limit or a == b:
+            return
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            for key in sorted(set(a) | set(b), key=str):
+                inner = f"{where}.{key}" if where else str(key)
+                if key not in b:
+                    found.append(f"{inner} {_short(a[key])} -> (absent)")
+                elif key not in a:
+                    found.append(f"{inner} (absent) -> {_short(b[key])}")
+                else:
+                    walk(a[key], b[key], inner)
+            return
+        if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+            for index, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{where}[{index}]")
+            return
+        if where.endswith(_WINDOW_FIELDS) and isinstance(a, int) and isinstance(b, int):
+            # Token sources record their window, seq_len + 1: name the field the user changed.
+            found.append(f"seq_len {a - 1} -> {b - 1} ({where} {a} -> {b})")
+            return
+        found.append(f"{where or 'description'} {_short(a)} -> {_short(b)}")
+
+    walk(saved, ours, path)
+    return found
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."

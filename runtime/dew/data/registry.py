@@ -9,6 +9,7 @@ only then, and only those, so `import dew.data` stays cheap and no list of kinds
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.metadata
@@ -69,6 +70,10 @@ class Registry(Mapping[str, type[DatasetSpec]]):
             if existing is not None and existing.__qualname__ != cls.__qualname__:
                 raise ValueError(f"dataset name {name!r} is taken by {existing.__qualname__}")
             cls.kind = name
+            code = getattr(cls.__repr__, "__code__", None)
+            if code is not None and code.co_filename == dataclasses.__file__:
+                # @dataclass wrote its own repr over the base's: a spec shows what its Loading starts.
+                cls.__repr__ = DatasetSpec.__repr__  # type: ignore[method-assign]
             self._kinds[name] = cls
             return cls
 

@@ -39,6 +39,9 @@ class DatasetSpec:
     # A kind whose reads are plain copies out of a memmap sets this: a worker process would only copy
     # each batch once more through shared memory, so the default Loading reads in the training process.
     reads_in_process: ClassVar[bool] = False
+    # A kind that decodes its records (images, clips) sets this: its reads are work a worker process
+    # takes off the trainer, so the default Loading starts workers once there are records enough.
+    decodes: ClassVar[bool] = False
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         """The dataset's batches: `batch` records a step across every process."""
@@ -54,6 +57,20 @@ class DatasetSpec:
                 f"{type(self).__name__} carries no captions, so tokenize= has nothing to read; "
                 "drop tokenize= or load a captioned dataset"
             )
+
+    def __repr__(self) -> str:
+        """The spec's fields, with a default Loading shown as what it starts rather than the seed's 32."""
+        shown = []
+        for field in dataclasses.fields(self):
+            if not field.repr:
+                continue
+            value = getattr(self, field.name)
+            if isinstance(value, Loading):
+                text = value.describe(in_process=self.reads_in_process, decodes=self.decodes)
+            else:
+                text = repr(value)
+            shown.append(f"{field.name}={text}")
+        return f"{type(self).__qualname__}({', '.join(shown)})"
 
     def to_config(self) -> dict[str, Any]:
         """This spec as JSON-able data naming its kind, so a run's config names its data completely."""
@@ -96,6 +113,7 @@ class IndexedSpec(DatasetSpec):
             order=order,
             records=records,
             in_process=self.reads_in_process,
+            decodes=self.decodes,
         )
 
     def held_out_split(self, meta: Meta | None, *, path: str, other_than: str | None = None) -> str | None:

@@ -309,6 +309,13 @@ class GlobalReader:
             self.order, self.schedule, partition, self.loading, steps=self.steps, synchronous=self.synchronous
         )
 
+    def __repr__(self) -> str:
+        steps = "endless" if self.steps is None else f"steps={self.steps}"
+        return (
+            f"GlobalReader({steps}, batch={self.schedule.final}, workers={self.loading.workers}, "
+            f"reads={position.describe(self.order.describe())})"
+        )
+
     def with_schedule(self, schedule: Schedule) -> GlobalReader:
         return dataclasses.replace(self, schedule=schedule)
 
@@ -382,6 +389,9 @@ class ShareReader:
     batch: int
     loading: Loading
     reads: Mapping[str, Any]
+
+    def __repr__(self) -> str:
+        return f"ShareReader(batch={self.batch}, workers={self.loading.workers}, reads={position.describe(self.reads)})"
 
     def __call__(self, partition: DataPartition | None = None) -> ShareStream:
         partition = partition or DataPartition()

@@ -46,7 +46,7 @@ class ArrayRecordImages(ImageDataset):
                 return Opened(train=records, val=val, captioned=records.captioned, **tokens)
             train, val = self.held_out(records, batch, where=path)
             return Opened(train=train, val=val, captioned=records.captioned, **tokens)
-        return self.opened(shards.raw(path, shards.raw_files(path)), batch, where=path)
+        return self.opened(shards.raw(path, shards.raw_files(path, asked=False)), batch, where=path)
 
     def root(self) -> str:
         """The directory this spec reads: path, which it must be given."""
@@ -56,7 +56,7 @@ class ArrayRecordImages(ImageDataset):
 
     def raw_sets(self, root: str, names: tuple[str, ...]) -> shards.ImageRecords:
         """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
-        files = [f for name in names for f in shards.raw_files(os.path.join(root, name))]
+        files = [f for name in names for f in shards.raw_files(os.path.join(root, name), asked=True)]
         return shards.raw(root, files)
 
     def opened(self, records: shards.ImageRecords, batch: int, *, where: str) -> Opened:

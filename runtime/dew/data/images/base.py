@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -75,6 +75,8 @@ class ImageDataset(IndexedSpec):
     Each kind says what it opens (`open`); held-out records are its val split, or else val_batches
     whole batches off the end of its records (0 or None holds nothing out).
     """
+
+    decodes: ClassVar[bool] = True
 
     image_size: int = 256
     crop_scale: float = 1.0

@@ -32,7 +32,7 @@ class ShardSet:
     def files(self, root: str) -> list[str]:
         """The set's shard files under `root`, refusing a root that lacks an expected shard."""
         directory = os.path.join(root, self.directory)
-        files = shards.raw_files(directory)
+        files = shards.raw_files(directory, asked=True)
         if self.shards is None:
             return files
         expected = [f"{i:05d}.array_record" for i in range(self.shards) if i not in self.missing]

@@ -23,7 +23,7 @@ from dew.data.images import pixels
 from dew.data.images.fetch import DROP_REASONS, Dropped, FetchClosed, Fetcher, FetchPolicy, fetch_image
 from dew.data.images.online_rows import UrlRows, walk
 from dew.data.loading import Loading
-from dew.data.workers import exit_with_parent
+from dew.data.workers import check_main_guard, exit_with_parent
 
 FETCHED = "fetched"
 SLOTS = (FETCHED, *DROP_REASONS)
@@ -146,6 +146,8 @@ class FetchPool:
         self._stop_grace = loading.stop_seconds
         self._workers: list[Any] = []
         if self.processes:
+            # Spawned fetchers re-run the main script as grain's workers do: an unguarded one is refused here.
+            check_main_guard()
             context = multiprocessing.get_context("spawn")
             self._out: Any = context.Queue(maxsize=self.processes * loading.worker_buffer)
             self._stop: Any = context.Event()

@@ -19,6 +19,7 @@ import numpy as np
 
 from dew.data import formats, integrity, remote
 from dew.data.codec import unpack_dict_of_byte_arrays
+from dew.data.committed import open_array_record, refuse_dew_directory
 from dew.data.formats import Shard
 from dew.data.images.batches import TEXT_FIELDS, VERIFIED, WHERE
 from dew.data.records import BatchRecords
@@ -92,17 +93,14 @@ class ImageRecords(BatchRecords):
     def _reader(self, file: int) -> Any:
         reader = self._readers.get(file)
         if reader is None:
-            from array_record.python.array_record_module import ArrayRecordReader
-
-            path = self.files[file]
+            path, records = self.files[file], None
             if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
                 path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
+                records = self.shards[file].records
             # Only bytes checked against the checksum their writer recorded are known to be whole.
             self._verified[file] = self.shards is not None and integrity.enabled()
-            try:
-                reader = ArrayRecordReader(path, "readahead_buffer_size:0")
-            except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
-                raise formats.DamagedError(f"{self.files[file]} is not a readable ArrayRecord file: {error}") from None
+            # meta.json's count placed every record of the split: the footer must agree before one is read.
+            reader = open_array_record(path, where=self.files[file], records=records)
             self._readers[file] = reader
         return reader
 
@@ -202,23 +200,27 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
     return records, section
 
 
-def raw_files(directory: str) -> list[str]:
+def raw_files(directory: str, *, asked: bool) -> list[str]:
     """The `*.array_record` files of a raw shard set, in name order.
 
     A committed directory is refused: read as a raw set, its val shards would join its training
-    records, unchecked against meta.json.
+    records, unchecked against meta.json. So is a directory a dew job wrote but never committed,
+    unless the caller `asked` for raw sets by name (ArrayRecordImages' shards=, a named corpus): a raw
+    layout is never guessed from a directory dew writes (dew.data.committed).
     """
-    if formats.exists(os.path.join(directory, formats.META)):
-        raise ValueError(
-            f"{directory} is a committed images directory (it holds {formats.META}), not a raw shard set; "
-            f"read it as ArrayRecordImages({directory!r}), which keeps its val split apart and checks its shards"
-        )
     if remote.is_remote(directory):
         names = remote.list_names(directory)
     elif os.path.isdir(remote.resolve(directory)):
         names = os.listdir(remote.resolve(directory))
     else:
         raise FileNotFoundError(f"no shard directory at {directory}")
+    if formats.META in names:
+        raise ValueError(
+            f"{directory} is a committed images directory (it holds {formats.META}), not a raw shard set; "
+            f"read it as ArrayRecordImages({directory!r}), which keeps its val split apart and checks its shards"
+        )
+    if not asked:
+        refuse_dew_directory(directory, names, writer=ImagesSection.WRITER)
     return [os.path.join(directory, n) for n in sorted(names) if n.endswith(".array_record")]
 
 

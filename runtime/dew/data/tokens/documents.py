@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from dew.data import paged
-from dew.data.packed_batch import PackedBatch, packed_batch
+from dew.data.packed_batch import PackedBatch, Positions, packed_batch
 from dew.data.packing import PackingPlan, document_ends, lengths_of
 from dew.data.pieces import ends_at
 from dew.data.records import BatchRecords, describe_source
@@ -56,14 +56,23 @@ class PackedWindowSource(BatchRecords):
     """Record w is window w of a packing plan over documents, as three int32 arrays of `plan.window`.
 
     text holds the pieces back to back and zeros after them; text_segment_ids numbers the pieces
-    1, 2, … with 0 for padding; text_positions counts from 0 within each piece, a chunk of a long
-    document included (dew.data.packed_batch says why).
+    1, 2, … with 0 for padding; text_positions is each token's position inside its document, continuing
+    through the pieces of one cut across windows, or with positions="piece" counting from 0 in each
+    piece (dew.data.packed_batch says which use wants which).
     `documents` is a TokenDocumentSource, or any records whose record d is document d's ids.
     first and count select a run of windows (a held-out tail, say).
     """
 
-    def __init__(self, documents: Any, plan: PackingPlan, *, first: int = 0, count: int | None = None) -> None:
-        self.documents, self.plan, self.first = documents, plan, first
+    def __init__(
+        self,
+        documents: Any,
+        plan: PackingPlan,
+        *,
+        first: int = 0,
+        count: int | None = None,
+        positions: Positions = "document",
+    ) -> None:
+        self.documents, self.plan, self.first, self.positions = documents, plan, first, positions
         self.count = len(plan) - first if count is None else count
         if first < 0 or self.count < 0 or first + self.count > len(plan):
             raise ValueError(f"windows {first}..{first + self.count} are outside the plan's {len(plan)} windows")
@@ -87,7 +96,7 @@ class PackedWindowSource(BatchRecords):
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
             raise IndexError(f"window {int(indices.max())} is outside this {self.count}-window source")
-        batch = packed_batch(self.plan, indices + self.first, positions="piece")
+        batch = packed_batch(self.plan, indices + self.first, positions=self.positions)
         return {
             "text": self._text(batch),
             "text_segment_ids": batch.segment_ids,

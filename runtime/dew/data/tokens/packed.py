@@ -14,6 +14,7 @@ from dew.data.config import json_list_argument
 from dew.data.dataset import Dataset
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
 from dew.data.order import Order
+from dew.data.packed_batch import Positions
 from dew.data.packing import (
     DOCUMENTS,
     PackingPlan,
@@ -32,7 +33,9 @@ from dew.data.tokens.plan import MixturePlan, is_plan
 _log = logging.getLogger("dew.data")
 
 
-def packed_split(path: str, split: str, *, window: int, bins: int, field: str | None) -> PackedWindowSource:
+def packed_split(
+    path: str, split: str, *, window: int, bins: int, field: str | None, positions: Positions = "document"
+) -> PackedWindowSource:
     """A split's packed windows, from the corpus's offline document index and plan when they match it.
 
     A derived file counts only when stamped with the committed corpus's fingerprint; otherwise the
@@ -66,7 +69,7 @@ def packed_split(path: str, split: str, *, window: int, bins: int, field: str | 
         _log.warning("%s (%s): %d windows planned in %.1f s", path, split, len(plan), time.monotonic() - started)
     if len(plan) == 0:
         raise ValueError(f"{path}: split {split!r} holds no tokens to pack")
-    return PackedWindowSource(documents, plan)
+    return PackedWindowSource(documents, plan, positions=positions)
 
 
 @datasets("packed_tokens")
@@ -86,6 +89,11 @@ class PackedTokens(IndexedSpec):
     (path is then unset). records is the exact windows of a pass: one corpus's, a mixture's pass until
     every corpus was read once, a plan's token budget, or the first phase's. Validation reads each corpus's val
     split, or val_batches whole batches of windows off the end of its plan, mixed at the same weights.
+
+    positions says what text_positions counts: "document" (the default) is each token's position inside
+    its document, continuing through the pieces of a document longer than a window, as ChatMessages
+    counts; "piece" restarts at 0 in every piece, for a model whose position table stops at the window
+    (docs/tokens.md).
     """
 
     reads_in_process: ClassVar[bool] = True
@@ -96,10 +104,13 @@ class PackedTokens(IndexedSpec):
     val_batches: int | None = VAL_BATCHES
     field: str | None = None
     packing_bins: int = 8
+    positions: Positions = "document"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         validate.fields(self, positive=("seq_len", "packing_bins"))
+        if self.positions not in ("document", "piece"):
+            raise ValueError(f"PackedTokens.positions counts per 'document' or per 'piece', got {self.positions!r}")
         if (self.path is None) == (not self.phases):
             raise ValueError("PackedTokens reads either path or phases: set exactly one of them")
         if self.path is not None:
@@ -157,14 +168,15 @@ class PackedTokens(IndexedSpec):
     def _windows(self, path: str, batch: int) -> tuple[PackedWindowSource, PackedWindowSource | None]:
         """(training windows, validation windows or None) of one corpus."""
         window = self.seq_len + 1
-        train = packed_split(path, "train", window=window, bins=self.packing_bins, field=self.field)
+        shape = {"window": window, "bins": self.packing_bins, "field": self.field, "positions": self.positions}
+        train = packed_split(path, "train", **shape)
         held = self.held_out_split(corpus_meta(path), path=path)
         if held is not None:
-            return train, packed_split(path, held, window=window, bins=self.packing_bins, field=self.field)
+            return train, packed_split(path, held, **shape)
         cut = self.held_out_tail(len(train), batch, path=path, what="packed windows")
         if cut is None:
             return train, None
         return (
-            PackedWindowSource(train.documents, train.plan, count=cut),
-            PackedWindowSource(train.documents, train.plan, first=cut),
+            PackedWindowSource(train.documents, train.plan, count=cut, positions=self.positions),
+            PackedWindowSource(train.documents, train.plan, first=cut, positions=self.positions),
         )

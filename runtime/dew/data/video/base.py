@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from dew.data import validate
 from dew.data.dataset import Dataset
@@ -31,6 +32,8 @@ class VideoDataset(IndexedSpec):
     whole batches are held out of the head of source() in its own order (0 or None holds nothing
     out), and count keeps that many records from its head.
     """
+
+    decodes: ClassVar[bool] = True
 
     frame_size: int = 256
     frames: int = 16

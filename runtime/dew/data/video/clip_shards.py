@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, remote, validate
+from dew.data import committed, formats, remote, validate
 from dew.data.dataset import Dataset
 from dew.data.formats import Meta, Shard
 from dew.data.images.base import Window
@@ -59,10 +59,11 @@ class ClipRecords(BatchRecords):
     def _reader(self, shard: int) -> Any:
         reader = self._readers.get(shard)
         if reader is None:
-            from array_record.python.array_record_module import ArrayRecordReader
-
-            path = formats.verify_shard(self.directory, self.shards[shard], checksum=True)
-            reader = self._readers[shard] = ArrayRecordReader(path, "readahead_buffer_size:0")
+            entry = self.shards[shard]
+            path = formats.verify_shard(self.directory, entry, checksum=True)
+            where = f"{self.directory.rstrip('/')}/{entry.name}"
+            reader = committed.open_array_record(path, where=where, records=entry.records)
+            self._readers[shard] = reader
         return reader
 
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
