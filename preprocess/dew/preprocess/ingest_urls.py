@@ -130,7 +130,8 @@ def _status_of(output: str, shard: Shard) -> url_status.Status:
 # The flag to check first when every row is dropped for this reason.
 _HINTS = {
     "missing_field": "see --url_field and --caption_field",
-    "no_image": "are these image urls, http(s)?",
+    "bad_url": "are these http(s) urls?",
+    "no_image": "do these urls name images rather than pages?",
     "too_small": "see --min_size",
 }
 

@@ -128,6 +128,11 @@ def _exit_with_parent(parent: int, index: int, count: int) -> None:
     `index` and `count` are grain's worker numbering.
     """
     del index, count
+    exit_with_parent(parent)
+
+
+def exit_with_parent(parent: int) -> None:
+    """Starts a thread that ends this process within about a second of `parent` being gone."""
 
     def watch() -> None:
         while os.getppid() == parent:

@@ -160,6 +160,7 @@ class OnlineReader:
             timeout=float(spec.timeout),
             retries=spec.retries,
             policy=spec.fetch,
+            convert_to_rgb=spec.convert_to_rgb,
         )
         return OnlineStream(FetchPool(plan, spec.loading, rows), self.captions)
 
@@ -177,7 +178,8 @@ class OnlineImages(DatasetSpec):
     caption. They are concatenated, shuffled once by the seed and cut into the reader's share; each
     reader walks its share for ever, shuffled afresh each pass. A url is dropped and counted when it
     gives no image (fetch.REASONS) or when the image is not RGB, under min_image_size on its shorter
-    side, more than 2.4 times as long as wide, or one flat colour (pixels.REASONS). Kept images are
+    side, more than 2.4 times as long as wide, or one flat colour (pixels.REASONS); convert_to_rgb=True
+    converts grey, palette, alpha and CMYK images instead of dropping them as not_rgb. Kept images are
     scaled to image_size on the shorter side and centre-cropped. loading is the fetch pool's: workers
     processes of threads fetches each, worker_buffer batches ahead (online_pool.fit fits them to the
     host); fetch holds the politeness settings. Needs the hf and images extras.
@@ -190,6 +192,7 @@ class OnlineImages(DatasetSpec):
     retries: int = 3
     loading: Loading = dataclasses.field(default_factory=_online_loading, kw_only=True)
     fetch: FetchPolicy = dataclasses.field(default_factory=FetchPolicy, kw_only=True)
+    convert_to_rgb: bool = dataclasses.field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if isinstance(self.sources, str):

@@ -23,7 +23,7 @@ from dew.data.images import pixels
 from dew.data.images.fetch import DROP_REASONS, Dropped, FetchClosed, Fetcher, FetchPolicy, fetch_image
 from dew.data.images.online_rows import UrlRows, walk
 from dew.data.loading import Loading
-from dew.data.workers import check_main_guard
+from dew.data.workers import check_main_guard, exit_with_parent
 
 FETCHED = "fetched"
 SLOTS = (FETCHED, *DROP_REASONS)
@@ -60,6 +60,7 @@ class Plan:
     timeout: float
     retries: int
     policy: FetchPolicy
+    convert_to_rgb: bool
 
 
 def work(plan: Plan, worker: int, workers: int, threads: int, out: Any, stop: Any, counts: Any) -> None:
@@ -99,7 +100,8 @@ def work(plan: Plan, worker: int, workers: int, threads: int, out: Any, stop: An
             while not stop.is_set():
                 url, caption = next_row()
                 try:
-                    image = pixels.square(fetch_image(fetcher, url, rules=rules, size=plan.image_size), plan.image_size)
+                    found = fetch_image(fetcher, url, rules=rules, size=plan.image_size, convert=plan.convert_to_rgb)
+                    image = pixels.square(found, plan.image_size)
                 except Dropped as dropped:
                     count(dropped.reason)
                     continue
@@ -127,7 +129,9 @@ def work(plan: Plan, worker: int, workers: int, threads: int, out: Any, stop: An
         thread.join()
 
 
-def _process_main(*args: Any) -> None:
+def _process_main(parent: int, *args: Any) -> None:
+    # A trainer killed outright (SIGKILL, the OOM killer) runs no close(): the worker sees it gone and exits.
+    exit_with_parent(parent)
     out = args[4]
     work(*args)
     # Batches no one will take must not keep this process from exiting.
@@ -149,7 +153,7 @@ class FetchPool:
             self._stop: Any = context.Event()
             self._counts: Any = context.RawArray("q", self.processes * len(SLOTS))
             for worker in range(self.processes):
-                args = (plan, worker, self.processes, self.threads, self._out, self._stop, self._counts)
+                args = (os.getpid(), plan, worker, self.processes, self.threads, self._out, self._stop, self._counts)
                 self._workers.append(
                     context.Process(target=_process_main, args=args, name=f"dew-fetch-{worker}", daemon=True)
                 )

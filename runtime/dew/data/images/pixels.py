@@ -113,14 +113,17 @@ def image_size(data: bytes) -> tuple[int, int]:
     return _open(data).size
 
 
-def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None) -> np.ndarray:
+def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None, convert: bool = True) -> np.ndarray:
     """The image in `data` as uint8 RGB [height, width, 3], or ImageRejected with the reason.
 
     `size` is the shorter side the caller will scale to: a JPEG is then decoded no larger than needed
     to cover it (both sides stay at least `size`, so the result resizes exactly as the full image would
-    up to the decoder's rounding).
+    up to the decoder's rounding). convert=False drops what is not stored as RGB (grey, palette, alpha,
+    CMYK, 16-bit) as NOT_RGB instead of converting it.
     """
     image = _open(data)
+    if not convert and image.mode != "RGB":
+        raise ImageRejected(NOT_RGB, f"the image is stored as {image.mode!r}, not RGB")
     rules.check_sides(*image.size)
     if size is not None and image.format == "JPEG":
         image.draft("RGB", (size, size))

@@ -1,0 +1,154 @@
+"""The fetcher against a raw 127.0.0.1 server that lies: framing, deadlines, url strings and X-Robots-Tag."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from dew.data.images import urls
+from dew.data.images.fetch import BAD_URL, Dropped, Fetcher, FetchPolicy, opted_out
+
+DRIP_SECONDS = 0.8
+LIFETIME = 60.0  # the server stops itself after this long, whoever forgets it
+
+
+def _response(body: bytes, length: int | None = None, extra: bytes = b"") -> bytes:
+    size = len(body) if length is None else length
+    return b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n" % size + body + extra
+
+
+class LyingServer:
+    """/<behaviour>/<i> answers body b"image <i>" exactly, with extra bytes past its length, or dripped."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.stopping = threading.Event()
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def url(self, behaviour: str, i: int) -> str:
+        return f"http://127.0.0.1:{self.port}/{behaviour}/{i}"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.listener.close()
+
+    def _serve(self) -> None:
+        until = time.monotonic() + LIFETIME
+        while not self.stopping.is_set() and time.monotonic() < until:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        conn.settimeout(5)
+        buffer = b""
+        with conn:
+            while not self.stopping.is_set():
+                while b"\r\n\r\n" not in buffer:
+                    try:
+                        data = conn.recv(4096)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    buffer += data
+                head, buffer = buffer.split(b"\r\n\r\n", 1)
+                behaviour, index = head.split(b" ")[1].decode().strip("/").split("/")[:2]
+                body = b"image " + index.encode()
+                try:
+                    if behaviour == "overlong":  # its own body, then a whole second answer nobody asked for
+                        conn.sendall(_response(body, extra=_response(b"image smuggled")))
+                    elif behaviour == "drip":
+                        for byte in _response(body):
+                            if self.stopping.wait(DRIP_SECONDS):
+                                return
+                            conn.sendall(bytes([byte]))
+                    else:
+                        conn.sendall(_response(body))
+                except OSError:
+                    return
+
+
+@pytest.fixture
+def server() -> Iterator[LyingServer]:
+    served = LyingServer()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def test_bytes_past_a_content_length_never_reach_the_next_url(server: LyingServer) -> None:
+    with Fetcher(timeout=5.0, retries=0) as fetcher:
+        for i in range(6):
+            assert fetcher.get(server.url("overlong" if i % 2 else "exact", i)) == b"image %d" % i
+
+
+def test_a_dripping_server_is_cut_off_at_the_deadline(server: LyingServer) -> None:
+    timeout, retries = 1.0, 1
+    started = time.monotonic()
+    with Fetcher(timeout=timeout, retries=retries) as fetcher, pytest.raises(Dropped, match="timeout"):
+        fetcher.get(server.url("drip", 0))
+    # The bound of the contract, timeout × attempts, plus room for a loaded machine; a drip uncut takes minutes.
+    assert time.monotonic() - started < timeout * (retries + 1) + 5.0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:99999/a.jpg",
+        "http://[::1/a.jpg",
+        "http://[not:an:address]/a.jpg",
+        "ftp://127.0.0.1/a.jpg",
+        "http://:80/a.jpg",
+        "http://exa mple.com/a.jpg",
+        "http://127.0.0.1/\udcff.jpg",
+        "",
+    ],
+)
+def test_urls_no_browser_would_fetch_are_bad_url(url: str) -> None:
+    with Fetcher(timeout=1.0, retries=0) as fetcher, pytest.raises(Dropped) as dropped:
+        fetcher.get(url)
+    assert dropped.value.reason == BAD_URL
+
+
+def test_paths_are_percent_encoded_as_a_browser_does() -> None:
+    target = urls.target(" http://user:pw@Bücher.example:8080/a b/é\\x.jpg?q=ü x&r='#frag ")
+    assert target.host == "xn--bcher-kva.example" and target.port == 8080
+    assert target.path == "/a%20b/%C3%A9/x.jpg?q=%C3%BC%20x&r=%27"
+    assert urls.target("http://[::1]:81/").authority == "[::1]:81"
+
+
+@pytest.mark.parametrize(
+    ("values", "out"),
+    [
+        (["noai"], True),
+        (["NoImageAI"], True),
+        (["noindex , noimageai"], True),
+        (["dew-data: noai"], True),
+        (["DEW-DATA:noai"], True),
+        (["otherbot: noai"], False),
+        (["otherbot: noindex, noai"], False),
+        (["otherbot: noai", "nofollow"], False),
+        (["otherbot: nofollow", "noai"], True),
+        (["otherbot: noindex, dew-data: noai"], True),
+        (["max-image-preview:large, noai"], True),
+        (["max-image-preview: large, max-snippet: 20"], False),
+        (["unavailable_after: Friday, 25-Jun-10 15:00:00 PST, noai"], True),
+        (["unavailable_after: 25 Jun 2010 15:00:00 PST"], False),
+        (["noindex", "nofollow"], False),
+        ([], False),
+    ],
+)
+def test_robots_tag_forms_crawlers_meet(values: list[str], out: bool) -> None:
+    assert opted_out(values, FetchPolicy()) is out
