@@ -311,10 +311,8 @@ class GlobalReader:
 
     def __repr__(self) -> str:
         steps = "endless" if self.steps is None else f"steps={self.steps}"
-        return (
-            f"GlobalReader({steps}, batch={self.schedule.final}, workers={self.loading.workers}, "
-            f"reads={position.describe(self.order.describe())})"
-        )
+        reads = position.describe(self.order.describe())
+        return f"GlobalReader({steps}, batch={self.schedule.final}, workers={self.loading.workers}, reads={reads})"
 
     def with_schedule(self, schedule: Schedule) -> GlobalReader:
         return dataclasses.replace(self, schedule=schedule)
