@@ -19,11 +19,13 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dew.data.committed import JOB_MARKER
 from dew.data.formats import META, Meta, Shard, parse_shard_name, write_meta
 from dew.preprocess import files
 from dew.preprocess.shards import write_piece_indexes
 
-MARKER = ".dew-job.json"
+# The job's claim on its output; dew.data.committed reads it to name an uncommitted directory.
+MARKER = JOB_MARKER
 STATS = "stats.json"
 # Per-shard tables beside the shards (ingest-urls' fetch outcomes), named `<shard name minus ext>.status.parquet`.
 STATUS_SUFFIX = ".status.parquet"

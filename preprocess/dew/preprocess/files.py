@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from dew.data import integrity
+from dew.data import committed, integrity
 
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
-TEMP_DIR = ".dew-tmp"
+TEMP_DIR = committed.TEMP_DIR
 _COPY_CHUNK = 1 << 22
 # Why a local input symlink leads to no file; each is a drop reason of the read step.
 DANGLING_SYMLINK = "dangling_symlink"
