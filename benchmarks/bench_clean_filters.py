@@ -1,0 +1,218 @@
+"""dew's quality filters against datatrove's on the same documents: keep/drop agreement and documents/s.
+
+The corpus is real text (CPython's pydoc topics and stdlib docstrings, cut into documents of about 2 KB)
+plus degraded variants of it, each made to trip one family's rules: repeated lines, short lines, no
+punctuation, bullets, ellipses, hashes, lorem ipsum, javascript and cookie notices, curly braces.
+
+The baseline is datatrove 0.10 with spaCy (its English word tokenizer), installed with uv in a venv of its own
+under a temporary folder (or the one --datatrove-python names, to skip the install); the benchmark says so
+and stops when that cannot be installed. Both sides run one process on the same documents in datatrove's
+FineWeb order (Gopher repetition, Gopher quality, C4, FineWeb; language id needs a model, see docs), calling
+each filter's filter() directly, datatrove's pipeline machinery left out. Reported:
+- per family, run alone over every document: the fraction of documents both keep or both drop (goal >= 99.5%);
+- the whole chain: the fraction of documents given the same reason (or both kept);
+- documents/s of the chain, start-up (imports, spaCy's load, a warm-up pass) timed apart; ratio dew /
+  datatrove (goal >= 1.0x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FAMILIES = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
+WORKER = r'''
+import json, sys, time
+t0 = time.perf_counter()
+from datatrove.data import Document
+from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
+                                        GopherRepetitionFilter)
+from datatrove.utils.text import split_into_words
+split_into_words("Warm up spaCy's tokenizer.", "eng")
+filters = {"gopher_repetition": (GopherRepetitionFilter(), "gopher_rep_"), "gopher_quality": (GopherQualityFilter(), ""),
+           "c4": (C4QualityFilter(), "c4_"), "fineweb": (FineWebQualityFilter(), "fineweb_")}
+texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
+
+def verdict(family, text):
+    step, prefix = filters[family]
+    result = step.filter(Document(text=text, id="0"))
+    return None if result is True else prefix + result[1]
+
+def chain(text):
+    doc = Document(text=text, id="0")
+    for family in filters:
+        step, prefix = filters[family]
+        result = step.filter(doc)
+        if result is not True:
+            return prefix + result[1]
+    return None
+
+[chain(text) for text in texts[:50]]
+startup = time.perf_counter() - t0
+start = time.perf_counter()
+reasons = [chain(text) for text in texts]
+seconds = time.perf_counter() - start
+families = {family: [verdict(family, text) for text in texts] for family in filters}
+json.dump({"startup": startup, "seconds": seconds, "chain": reasons, "families": families}, sys.stdout)
+'''
+
+
+def _documents(texts: list[str], size: int = 2048) -> list[str]:
+    """Whole paragraphs gathered into documents of about `size` characters."""
+    out: list[str] = []
+    for text in texts:
+        current = ""
+        for paragraph in text.split("\n\n"):
+            if current and len(current) + len(paragraph) > size:
+                out.append(current)
+                current = ""
+            current = f"{current}\n\n{paragraph}" if current else paragraph
+        if current.strip():
+            out.append(current)
+    return out
+
+
+def real_texts() -> list[str]:
+    import ast
+    import sysconfig
+
+    from pydoc_data.topics import topics
+
+    texts = [topics[name] for name in sorted(topics)]
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        docstrings = [ast.get_docstring(node) for node in ast.walk(tree) if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
+        texts.append("\n\n".join(d for d in docstrings if d))
+    return _documents(texts)
+
+
+def degrade(text: str, rng: random.Random) -> str:
+    """One degraded variant of `text`, each kind aimed at one family's rules."""
+    lines = [line for line in text.splitlines() if line.strip()] or [text]
+    sentences = [s.strip() + "." for s in text.replace("\n", " ").split(". ") if s.strip()]
+    kind = rng.randrange(12)
+    if kind == 0:  # repeated lines
+        line = rng.choice(lines)
+        return "\n".join(lines + [line] * rng.randint(2, 12))
+    if kind == 1:  # short lines
+        words = text.split()
+        width = rng.randint(2, 6)
+        return "\n".join(" ".join(words[i : i + width]) for i in range(0, len(words), width))
+    if kind == 2:  # no punctuation
+        return text.translate(str.maketrans("", "", ".!?,;:\"'"))
+    if kind == 3:  # bullets
+        share = rng.uniform(0.7, 1.0)
+        return "\n".join(("- " if rng.random() < share else "") + s for s in sentences)
+    if kind == 4:  # lorem ipsum
+        at = rng.randrange(len(lines) + 1)
+        return "\n".join([*lines[:at], "Lorem ipsum dolor sit amet, consectetur adipiscing elit.", *lines[at:]])
+    if kind == 5:  # javascript and cookie notices on many lines
+        notes = ["Please enable JavaScript to view this page.", "This site uses cookies to improve your experience."]
+        return "\n".join(line if rng.random() < 0.5 else rng.choice(notes) for line in sentences)
+    if kind == 6:  # curly braces
+        return "\n".join(s if rng.random() < 0.8 else s.replace(" ", " { ", 1) for s in sentences)
+    if kind == 7:  # ellipses
+        return "\n".join(s[:-1] + ("..." if rng.random() < 0.5 else "") for s in sentences)
+    if kind == 8:  # hashes
+        return " ".join(f"#{w}" if rng.random() < 0.15 else w for w in text.split(" "))
+    if kind == 9:  # few sentences
+        return " ".join(sentences[: rng.randint(1, 6)])
+    if kind == 10:  # repeated paragraph block
+        return text + ("\n\n" + text.split("\n\n")[0]) * rng.randint(1, 4)
+    return "\n".join(sentences)  # one sentence a line: FineWeb's and C4's own view of prose
+
+
+def corpus(count: int) -> list[str]:
+    rng = random.Random(27)
+    real = real_texts()
+    out = list(real)
+    while len(out) < count:
+        out.append(degrade(rng.choice(real), rng))
+    return out[:count]
+
+
+def datatrove_python(folder: Path) -> Path | None:
+    python = folder / "bin" / "python"
+    uv = Path(sys.executable).with_name("uv")
+    uv_command = [str(uv)] if uv.exists() else [sys.executable, "-m", "uv"]
+    try:
+        subprocess.run([*uv_command, "venv", "-q", "--python", sys.executable, str(folder)], check=True, timeout=120)
+        install = [*uv_command, "pip", "install", "-q", "--python", str(python), "datatrove==0.10.1", "spacy>=3.8,<3.9", "regex"]
+        subprocess.run(install, check=True, timeout=600)
+    except (subprocess.SubprocessError, OSError) as error:
+        print(f"SKIPPED: datatrove could not be installed in its own venv ({error})")
+        return None
+    return python
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=3000)
+    parser.add_argument("--datatrove-python", help="a python with datatrove, spacy and regex (skips the install)")
+    args = parser.parse_args()
+
+    from dew.preprocess.cleaning import quality
+    from dew.preprocess.cleaning.c4 import c4_lines
+    from dew.preprocess.cleaning.fineweb import fineweb_failure
+    from dew.preprocess.cleaning.gopher import quality_failure, repetition_failure
+    from dew.preprocess.cleaning.words import split_words
+
+    texts = corpus(args.documents)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "docs.jsonl"
+        path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+        python = Path(args.datatrove_python) if args.datatrove_python else datatrove_python(Path(tmp) / "venv")
+        if python is None:
+            return 0
+        worker = Path(tmp) / "worker.py"
+        worker.write_text(WORKER, encoding="utf-8")
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        run = subprocess.run([str(python), str(worker), str(path)], check=True, capture_output=True, text=True, env=env)
+        theirs = json.loads(run.stdout)
+
+    config = quality.QualityConfig()
+    start = time.perf_counter()
+    quality.first_failure("Warm up the word splitter.", config)
+    startup = time.perf_counter() - start
+    start = time.perf_counter()
+    ours = [quality.first_failure(text, config) for text in texts]
+    seconds = time.perf_counter() - start
+
+    alone = {
+        "gopher_repetition": lambda t: repetition_failure(t, split_words(t), config),
+        "gopher_quality": lambda t: quality_failure(t, split_words(t), config),
+        "c4": lambda t: c4_lines(t, config)[1],
+        "fineweb": lambda t: fineweb_failure(t, config),
+    }
+    kept = sum(reason is None for reason in ours)
+    print(f"baseline: datatrove 0.10.1 filters (spaCy words) on {len(texts)} documents, {kept} kept by dew")
+    for family in FAMILIES:
+        mine = [alone[family](text) for text in texts]
+        same = sum((a is None) == (b is None) for a, b in zip(mine, theirs["families"][family], strict=True))
+        drops = sum(b is not None for b in theirs["families"][family])
+        print(f"  {family:18s} keep/drop agreement {same / len(texts):.2%}  ({drops} dropped by datatrove; goal >= 99.5%)")
+        for text, a, b in zip(texts, mine, theirs["families"][family], strict=True):
+            if (a is None) != (b is None):
+                print(f"    differs: dew {a} datatrove {b}: {text[:100]!r}")
+                break
+    same = sum(a == b for a, b in zip(ours, theirs["chain"], strict=True))
+    print(f"  whole chain: same reason for {same / len(texts):.2%}")
+    ours_rate, theirs_rate = len(texts) / seconds, len(texts) / theirs["seconds"]
+    print(f"dew {ours_rate:.0f} documents/s (start-up {startup:.2f} s); datatrove {theirs_rate:.0f} documents/s "
+          f"(start-up {theirs['startup']:.2f} s)")
+    print(f"ratio dew / datatrove documents/s: {ours_rate / theirs_rate:.2f}x (goal >= 1.0x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Gopher's repetition and quality rules (Rae et al. 2021, table A1), as datatrove's GopherRepetitionFilter and
+GopherQualityFilter apply them: same order, same ratios, same word split (words.split_words).
+
+Counting is rearranged for speed where the result is provably the same: duplicates as (all - distinct), the
+most frequent n-gram over word tuples (their " "-joined strings are distinct exactly when the tuples are,
+since words hold no space), per-word facts remembered per distinct word.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import cache
+from operator import itemgetter
+
+from dew.preprocess.cleaning.config import QualityConfig
+from dew.preprocess.cleaning.words import MEMO_LIMIT, tables
+
+_PARAGRAPHS = re.compile(r"\n{2,}")
+_LINES = re.compile("\n+")
+_SECOND = itemgetter(1)
+
+
+def duplicates(items: list[str]) -> tuple[int, int]:
+    """(how many items repeat an earlier one, their characters): datatrove's find_duplicates."""
+    distinct = set(items)
+    return len(items) - len(distinct), sum(map(len, items)) - sum(map(len, distinct))
+
+
+def _top_gram_chars(words: list[str], n: int) -> int:
+    counts = Counter(zip(*(words[i:] for i in range(n)), strict=False))
+    gram, count = max(counts.items(), key=_SECOND)  # the first most frequent, as Counter.most_common(1)
+    return (sum(map(len, gram)) + n - 1) * count
+
+
+def _repeated_gram_chars(words: list[str], n: int, size: int, fraction: float) -> int:
+    # datatrove's find_all_duplicate: scan "".join of n words; a repeat counts its characters and skips n words.
+    # Returns early once the count fails the rule (it only grows; the caller makes the same comparison).
+    grams = ["".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+    if len(set(grams)) == len(grams):
+        return 0
+    unique: set[str] = set()
+    repeated, index, end = 0, 0, len(grams)
+    while index < end:
+        gram = grams[index]
+        if gram in unique:
+            repeated += len(gram)
+            if repeated / size > fraction:
+                return repeated
+            index += n
+        else:
+            unique.add(gram)
+            index += 1
+    return repeated
+
+
+def repetition_failure(text: str, words: list[str], config: QualityConfig) -> str | None:
+    """The first Gopher repetition rule `text` fails, or None."""
+    if not text:
+        return "gopher_rep_empty"
+    size = len(text)
+    paragraphs = _PARAGRAPHS.split(text.strip())
+    repeats, chars = duplicates(paragraphs)
+    if config.dup_para_frac and repeats / len(paragraphs) > config.dup_para_frac:
+        return "gopher_rep_dup_para_frac"
+    if config.dup_para_char_frac and chars / size > config.dup_para_char_frac:
+        return "gopher_rep_dup_para_char_frac"
+    lines = _LINES.split(text)
+    repeats, chars = duplicates(lines)
+    if config.dup_line_frac and repeats / len(lines) > config.dup_line_frac:
+        return "gopher_rep_dup_line_frac"
+    if config.dup_line_char_frac and chars / size > config.dup_line_char_frac:
+        return "gopher_rep_dup_line_char_frac"
+    for n, fraction in config.top_n_grams:
+        if len(words) >= n and _top_gram_chars(words, n) / size > fraction:
+            return f"gopher_rep_top_{n}_gram"
+    for n, fraction in config.dup_n_grams:
+        if _repeated_gram_chars(words, n, size, fraction) / size > fraction:
+            return f"gopher_rep_duplicated_{n}_n_grams"
+    return None
+
+
+@cache
+def _punctuation() -> frozenset[str]:
+    return frozenset(tables()["punctuation"])
+
+
+_WORD_FACTS: dict[str, tuple[bool, bool]] = {}
+
+
+def _facts(word: str) -> tuple[bool, bool]:
+    """(has a character outside datatrove's punctuation, has a letter), remembered per word."""
+    facts = _WORD_FACTS.get(word)
+    if facts is None:
+        if len(_WORD_FACTS) >= MEMO_LIMIT:
+            _WORD_FACTS.clear()
+        facts = _WORD_FACTS[word] = (not _punctuation().issuperset(word), any(c.isalpha() for c in word))
+    return facts
+
+
+def quality_failure(text: str, words: list[str], config: QualityConfig) -> str | None:
+    """The first Gopher quality rule `text` fails, or None."""
+    facts = [_facts(word) for word in words]
+    n_words = len(words)
+    lengths = [len(word) for word, (non_symbol, _) in zip(words, facts, strict=True) if non_symbol]
+    if config.min_doc_words and len(lengths) < config.min_doc_words:
+        return "gopher_short_doc"
+    if config.max_doc_words and len(lengths) > config.max_doc_words:
+        return "gopher_long_doc"
+    mean = sum(lengths) / len(lengths) if lengths else math.nan  # numpy's mean of nothing: never out of range
+    if config.min_avg_word_length and mean < config.min_avg_word_length:
+        return "gopher_below_avg_threshold"
+    if config.max_avg_word_length and mean > config.max_avg_word_length:
+        return "gopher_above_avg_threshold"
+    if n_words:  # datatrove divides by zero here (only reachable with min_doc_words disabled)
+        if config.max_symbol_word_ratio and text.count("#") / n_words > config.max_symbol_word_ratio:
+            return "gopher_too_many_hashes"
+        ellipses = text.count("...") + text.count("…")
+        if config.max_symbol_word_ratio and ellipses / n_words > config.max_symbol_word_ratio:
+            return "gopher_too_many_ellipsis"
+        lines = text.splitlines()
+        if config.max_bullet_lines_ratio:
+            bullets = sum(line.lstrip().startswith(("•", "-")) for line in lines)
+            if bullets / len(lines) > config.max_bullet_lines_ratio:
+                return "gopher_too_many_bullets"
+        if config.max_ellipsis_lines_ratio:
+            ending = sum(line.rstrip().endswith(("...", "…")) for line in lines)
+            if ending / len(lines) > config.max_ellipsis_lines_ratio:
+                return "gopher_too_many_end_ellipsis"
+        alpha = sum(has_alpha for _, has_alpha in facts)
+        if config.max_non_alpha_words_ratio and alpha / n_words < config.max_non_alpha_words_ratio:
+            return "gopher_below_alpha_threshold"
+    if config.min_stop_words and len(config.stop_word_set.intersection(words)) < config.min_stop_words:
+        return "gopher_enough_stop_words"
+    return None
