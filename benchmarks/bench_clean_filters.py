@@ -20,15 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.preprocess.quality_corpus import corpus
+
 FAMILIES = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
-WORKER = r'''
+WORKER = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from datatrove.data import Document
@@ -36,7 +39,8 @@ from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, G
                                         GopherRepetitionFilter)
 from datatrove.utils.text import split_into_words
 split_into_words("Warm up spaCy's tokenizer.", "eng")
-filters = {"gopher_repetition": (GopherRepetitionFilter(), "gopher_rep_"), "gopher_quality": (GopherQualityFilter(), ""),
+filters = {"gopher_repetition": (GopherRepetitionFilter(), "gopher_rep_"),
+           "gopher_quality": (GopherQualityFilter(), ""),
            "c4": (C4QualityFilter(), "c4_"), "fineweb": (FineWebQualityFilter(), "fineweb_")}
 texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
 
@@ -61,84 +65,7 @@ reasons = [chain(text) for text in texts]
 seconds = time.perf_counter() - start
 families = {family: [verdict(family, text) for text in texts] for family in filters}
 json.dump({"startup": startup, "seconds": seconds, "chain": reasons, "families": families}, sys.stdout)
-'''
-
-
-def _documents(texts: list[str], size: int = 2048) -> list[str]:
-    """Whole paragraphs gathered into documents of about `size` characters."""
-    out: list[str] = []
-    for text in texts:
-        current = ""
-        for paragraph in text.split("\n\n"):
-            if current and len(current) + len(paragraph) > size:
-                out.append(current)
-                current = ""
-            current = f"{current}\n\n{paragraph}" if current else paragraph
-        if current.strip():
-            out.append(current)
-    return out
-
-
-def real_texts() -> list[str]:
-    import ast
-    import sysconfig
-
-    from pydoc_data.topics import topics
-
-    texts = [topics[name] for name in sorted(topics)]
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        docstrings = [ast.get_docstring(node) for node in ast.walk(tree) if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)]
-        texts.append("\n\n".join(d for d in docstrings if d))
-    return _documents(texts)
-
-
-def degrade(text: str, rng: random.Random) -> str:
-    """One degraded variant of `text`, each kind aimed at one family's rules."""
-    lines = [line for line in text.splitlines() if line.strip()] or [text]
-    sentences = [s.strip() + "." for s in text.replace("\n", " ").split(". ") if s.strip()]
-    kind = rng.randrange(12)
-    if kind == 0:  # repeated lines
-        line = rng.choice(lines)
-        return "\n".join(lines + [line] * rng.randint(2, 12))
-    if kind == 1:  # short lines
-        words = text.split()
-        width = rng.randint(2, 6)
-        return "\n".join(" ".join(words[i : i + width]) for i in range(0, len(words), width))
-    if kind == 2:  # no punctuation
-        return text.translate(str.maketrans("", "", ".!?,;:\"'"))
-    if kind == 3:  # bullets
-        share = rng.uniform(0.7, 1.0)
-        return "\n".join(("- " if rng.random() < share else "") + s for s in sentences)
-    if kind == 4:  # lorem ipsum
-        at = rng.randrange(len(lines) + 1)
-        return "\n".join([*lines[:at], "Lorem ipsum dolor sit amet, consectetur adipiscing elit.", *lines[at:]])
-    if kind == 5:  # javascript and cookie notices on many lines
-        notes = ["Please enable JavaScript to view this page.", "This site uses cookies to improve your experience."]
-        return "\n".join(line if rng.random() < 0.5 else rng.choice(notes) for line in sentences)
-    if kind == 6:  # curly braces
-        return "\n".join(s if rng.random() < 0.8 else s.replace(" ", " { ", 1) for s in sentences)
-    if kind == 7:  # ellipses
-        return "\n".join(s[:-1] + ("..." if rng.random() < 0.5 else "") for s in sentences)
-    if kind == 8:  # hashes
-        return " ".join(f"#{w}" if rng.random() < 0.15 else w for w in text.split(" "))
-    if kind == 9:  # few sentences
-        return " ".join(sentences[: rng.randint(1, 6)])
-    if kind == 10:  # repeated paragraph block
-        return text + ("\n\n" + text.split("\n\n")[0]) * rng.randint(1, 4)
-    return "\n".join(sentences)  # one sentence a line: FineWeb's and C4's own view of prose
-
-
-def corpus(count: int) -> list[str]:
-    rng = random.Random(27)
-    real = real_texts()
-    out = list(real)
-    while len(out) < count:
-        out.append(degrade(rng.choice(real), rng))
-    return out[:count]
+"""
 
 
 def datatrove_python(folder: Path) -> Path | None:
@@ -147,7 +74,17 @@ def datatrove_python(folder: Path) -> Path | None:
     uv_command = [str(uv)] if uv.exists() else [sys.executable, "-m", "uv"]
     try:
         subprocess.run([*uv_command, "venv", "-q", "--python", sys.executable, str(folder)], check=True, timeout=120)
-        install = [*uv_command, "pip", "install", "-q", "--python", str(python), "datatrove==0.10.1", "spacy>=3.8,<3.9", "regex"]
+        install = [
+            *uv_command,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "datatrove==0.10.1",
+            "spacy>=3.8,<3.9",
+            "regex",
+        ]
         subprocess.run(install, check=True, timeout=600)
     except (subprocess.SubprocessError, OSError) as error:
         print(f"SKIPPED: datatrove could not be installed in its own venv ({error})")
@@ -200,7 +137,9 @@ def main() -> int:
         mine = [alone[family](text) for text in texts]
         same = sum((a is None) == (b is None) for a, b in zip(mine, theirs["families"][family], strict=True))
         drops = sum(b is not None for b in theirs["families"][family])
-        print(f"  {family:18s} keep/drop agreement {same / len(texts):.2%}  ({drops} dropped by datatrove; goal >= 99.5%)")
+        print(
+            f"  {family:18s} keep/drop agreement {same / len(texts):.2%}  ({drops} dropped by datatrove; goal >= 99.5%)"
+        )
         for text, a, b in zip(texts, mine, theirs["families"][family], strict=True):
             if (a is None) != (b is None):
                 print(f"    differs: dew {a} datatrove {b}: {text[:100]!r}")
@@ -208,8 +147,10 @@ def main() -> int:
     same = sum(a == b for a, b in zip(ours, theirs["chain"], strict=True))
     print(f"  whole chain: same reason for {same / len(texts):.2%}")
     ours_rate, theirs_rate = len(texts) / seconds, len(texts) / theirs["seconds"]
-    print(f"dew {ours_rate:.0f} documents/s (start-up {startup:.2f} s); datatrove {theirs_rate:.0f} documents/s "
-          f"(start-up {theirs['startup']:.2f} s)")
+    print(
+        f"dew {ours_rate:.0f} documents/s (start-up {startup:.2f} s); datatrove {theirs_rate:.0f} documents/s "
+        f"(start-up {theirs['startup']:.2f} s)"
+    )
     print(f"ratio dew / datatrove documents/s: {ours_rate / theirs_rate:.2f}x (goal >= 1.0x)")
     return 0
 

@@ -5,12 +5,15 @@ and regex installed (bench_clean_filters.py makes one) whenever those anchors mo
 
     python benchmarks/record_quality_tables.py
 
-It writes two files:
+It writes three files:
 - preprocess/dew/preprocess/cleaning/quality_tables.json: what the filters need at run time and cannot
   derive: spaCy's English tokenizer (prefix, suffix, infix and URL patterns, the special cases' pieces),
   its sentencizer's punctuation, and datatrove's punctuation sets (spaCy and datatrove are Apache-2.0 / MIT).
 - tests/preprocess/datatrove_filter_defaults.json: every constructor default of datatrove's filters and
   their constants, which tests/preprocess/test_quality.py compares with QualityConfig's defaults.
+- tests/preprocess/datatrove_verdicts.json: for each document of quality_corpus (the sample, the base topic
+  and the crafted documents, by fingerprint), datatrove's words (a hash and a count), each filter's verdict
+  alone and chained, and the text C4 leaves (a hash) when it keeps the document.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TABLES = ROOT / "preprocess" / "dew" / "preprocess" / "cleaning" / "quality_tables.json"
 DEFAULTS = ROOT / "tests" / "preprocess" / "datatrove_filter_defaults.json"
+VERDICTS = ROOT / "tests" / "preprocess" / "datatrove_verdicts.json"
 
 
 def tokenizer_tables() -> dict:
@@ -98,12 +102,58 @@ def datatrove_tables() -> tuple[dict, dict]:
     return runtime, recorded
 
 
+def verdicts() -> dict:
+    import hashlib
+
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
+    from datatrove.utils.text import split_into_words
+
+    sys.path.insert(0, str(ROOT))
+    from tests.preprocess.quality_corpus import base, crafted, fingerprint, recorded_sample
+
+    steps = {
+        "gopher_repetition": (GopherRepetitionFilter(), "gopher_rep_"),
+        "gopher_quality": (GopherQualityFilter(), ""),
+        "c4": (C4QualityFilter(), "c4_"),
+        "fineweb": (FineWebQualityFilter(), "fineweb_"),
+    }
+
+    def reason(family: str, doc: Document) -> str | None:
+        step, prefix = steps[family]
+        result = step.filter(doc)
+        return None if result is True else prefix + result[1]
+
+    out = {}
+    for text in [*recorded_sample(), base(), *crafted().values()]:
+        words = split_into_words(text, "eng")
+        entry = {
+            "words": hashlib.sha1("\x1f".join(words).encode("utf-8")).hexdigest()[:16],
+            "word_count": len(words),
+            **{family: reason(family, Document(text=text, id="0")) for family in steps},
+        }
+        doc = Document(text=text, id="0")
+        entry["chain"] = next((r for family in steps if (r := reason(family, doc)) is not None), None)
+        c4_doc = Document(text=text, id="0")
+        if steps["c4"][0].filter(c4_doc) is True:  # C4 keeps the lines it keeps in doc.text
+            entry["c4_text"] = hashlib.sha1(c4_doc.text.encode("utf-8")).hexdigest()[:16]
+        out[fingerprint(text)] = entry
+    return out
+
+
 def main() -> int:
     runtime, recorded = datatrove_tables()
     tables = {"source": "recorded by benchmarks/record_quality_tables.py", **tokenizer_tables(), **runtime}
     TABLES.write_text(json.dumps(tables, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     DEFAULTS.write_text(json.dumps(recorded, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {TABLES.relative_to(ROOT)} and {DEFAULTS.relative_to(ROOT)}")
+    recorded_verdicts = {"python": sys.version.split()[0], "documents": verdicts()}
+    VERDICTS.write_text(json.dumps(recorded_verdicts, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {TABLES.relative_to(ROOT)}, {DEFAULTS.relative_to(ROOT)} and {VERDICTS.relative_to(ROOT)}")
     return 0
 
 
