@@ -7,6 +7,7 @@ boundaries into documents of about 2 KB. Each degraded variant is made to trip o
 from __future__ import annotations
 
 import random
+from functools import cache
 from pathlib import Path
 
 
@@ -25,13 +26,15 @@ def _documents(texts: list[str], size: int = 2048) -> list[str]:
     return out
 
 
+@cache
 def real_texts() -> list[str]:
     import ast
     import sysconfig
     from pydoc_data.topics import topics
 
     texts = [topics[name] for name in sorted(topics)]
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+    modules = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+    for path in [module for module in modules if module.stat().st_size <= 40_000]:  # parsing is the cost
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
@@ -164,6 +167,7 @@ def _short_lines(words: list[str], width: int) -> list[str]:
     return lines
 
 
+@cache
 def crafted() -> dict[str, str]:
     """reason code -> a document that fails exactly that rule first (in datatrove's order, default thresholds)."""
     text = base()
