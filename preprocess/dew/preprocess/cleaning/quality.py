@@ -5,8 +5,8 @@ GopherQualityFilter, C4QualityFilter, FineWebQualityFilter) with datatrove's sem
 English word splitting identical to datatrove's (words.split_words). A document's words are split once and
 shared by the rules that count them. Pure Python, memory bounded by one document plus fixed-size memos.
 
-    >>> first_failure("too short", QualityConfig())
-    'gopher_short_doc'
+    >>> first_failure("too short", QualityConfig())  # its one 2-gram is all of it: Gopher repetition runs first
+    'gopher_rep_top_2_gram'
 """
 
 from __future__ import annotations
