@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter
 from functools import cache
+from itertools import accumulate
 from operator import itemgetter
 
 from dew.preprocess.cleaning.config import QualityConfig
@@ -34,12 +35,17 @@ def _top_gram_chars(words: list[str], n: int) -> int:
     return (sum(map(len, gram)) + n - 1) * count
 
 
-def _repeated_gram_chars(words: list[str], n: int, size: int, fraction: float) -> int:
+def _repeated_gram_chars(joined: str, offsets: list[int], n: int, size: int, fraction: float) -> int:
     # datatrove's find_all_duplicate: scan "".join of n words; a repeat counts its characters and skips n words.
-    # Returns early once the count fails the rule (it only grows; the caller makes the same comparison).
-    grams = ["".join(words[i : i + n]) for i in range(len(words) - n + 1)]
-    if len(set(grams)) == len(grams):
-        return 0
+    # The n words from i are joined[offsets[i]:offsets[i + n]] (offsets: where each word starts in joined).
+    # What it returns fails `fraction` of `size` exactly when the count does (the caller makes that comparison):
+    # the count itself, or a bound under the rule, or the count so far once that fails (it only grows).
+    grams = [joined[a:b] for a, b in zip(offsets, offsets[n:], strict=False)]
+    # Only a gram's later occurrences can count, so their characters bound the count: most documents stay
+    # under the rule even so, and need no scan.
+    bound = sum((count - 1) * len(gram) for gram, count in Counter(grams).items() if count > 1)
+    if bound / size <= fraction:
+        return bound
     unique: set[str] = set()
     repeated, index, end = 0, 0, len(grams)
     while index < end:
@@ -75,8 +81,9 @@ def repetition_failure(text: str, words: list[str], config: QualityConfig) -> st
     for n, fraction in config.top_n_grams:
         if len(words) >= n and _top_gram_chars(words, n) / size > fraction:
             return f"gopher_rep_top_{n}_gram"
+    joined, offsets = "".join(words), [0, *accumulate(map(len, words))]
     for n, fraction in config.dup_n_grams:
-        if _repeated_gram_chars(words, n, size, fraction) / size > fraction:
+        if _repeated_gram_chars(joined, offsets, n, size, fraction) / size > fraction:
             return f"gopher_rep_duplicated_{n}_n_grams"
     return None
 

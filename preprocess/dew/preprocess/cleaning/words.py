@@ -151,22 +151,30 @@ class _Tokenizer:
         # spaCy's _apply_special_cases: every match of a rule's pattern over the document's tokens, the longest
         # (then the leftmost) first, one whose first or last token is taken is dropped; a kept one is replaced
         # by its rule when its text (tokens with the spaces between them) is a rule: only one inside a chunk.
+        by_first = self.by_first
+        matches: list[tuple[int, int]] = []
+        for start in [index for index, word in enumerate(words) if word in by_first]:
+            for pattern in by_first[words[start]]:
+                end = start + len(pattern)
+                if len(pattern) > 1 and words[start + 1 : start + 2] != [pattern[1]]:
+                    continue  # the cheap test first: most candidates differ at their second token
+                if tuple(words[start:end]) == pattern:
+                    matches.append((start, end))
+        if not matches:
+            return words
         chunk_of: list[int] = [index for index, piece in enumerate(pieces) for _ in piece]
         separators: list[str] | None = None
-        matches: list[tuple[int, int]] = []
-        for start, word in enumerate(words):
-            for pattern in self.by_first.get(word, ()):
-                end = start + len(pattern)
-                if tuple(words[start:end]) != pattern:
+        valid: list[tuple[int, int]] = []
+        for start, end in matches:
+            first_chunk, last_chunk = chunk_of[start], chunk_of[end - 1]
+            if first_chunk != last_chunk:
+                # Across chunks only over single spaces (anything else is a whitespace token between).
+                if separators is None:
+                    separators = _WHITESPACE_RUNS.split(text.strip())[1::2]
+                if any(separators[k] != " " for k in range(first_chunk, last_chunk)):
                     continue
-                first_chunk, last_chunk = chunk_of[start], chunk_of[end - 1]
-                if first_chunk != last_chunk:
-                    # Across chunks only over single spaces (anything else is a whitespace token between).
-                    if separators is None:
-                        separators = _WHITESPACE_RUNS.split(text.strip())[1::2]
-                    if any(separators[k] != " " for k in range(first_chunk, last_chunk)):
-                        continue
-                matches.append((start, end))
+            valid.append((start, end))
+        matches = valid
         if not matches:
             return words
         matches.sort(key=lambda span: (span[0] - span[1], span[0]))
