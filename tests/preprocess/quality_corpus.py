@@ -95,13 +95,15 @@ def degrade(text: str, rng: random.Random) -> str:
 
 
 def corpus(count: int) -> list[str]:
+    """`count` documents: real ones (spread over the sources) and as many degraded variants."""
     rng = random.Random(27)
     real = real_texts()
+    step = max(1, len(real) // max(1, count // 2))
+    out = real[::step][: count // 2]
     bases = prose(real)
-    out = list(real)
     while len(out) < count:
         out.append(degrade(rng.choice(bases), rng))
-    return out[:count]
+    return out
 
 
 def recorded_sample() -> list[str]:

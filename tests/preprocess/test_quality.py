@@ -209,3 +209,36 @@ def test_reasons_cover_every_code_the_filters_return(sample):
     seen |= set(crafted())
     assert seen <= set(QUALITY_REASONS)
     assert all(meaning and "\n" not in meaning for meaning in QUALITY_REASONS.values())
+
+
+def test_memos_stay_bounded_and_change_no_word(monkeypatch):
+    from dew.preprocess.cleaning import words
+
+    tokenizer = words._tokenizer()
+    text = base()
+    expected = split_words(text)
+    monkeypatch.setattr(words, "MEMO_LIMIT", 50)
+    tokenizer.memo.clear()
+    assert split_words(text) == expected
+    assert len(tokenizer.memo) <= 50
+    assert len(set(text.split())) > 50  # the memo was cleared on the way
+
+
+def test_config_pickles_for_workers():
+    import pickle
+
+    config = QualityConfig(min_doc_words=7)
+    assert config.stop_word_set  # a cached value travels along harmlessly
+    assert pickle.loads(pickle.dumps(config)) == config
+
+
+def test_importing_the_filters_loads_no_heavy_stack():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import dew.preprocess.cleaning.quality as q; q.first_failure('A short text.', q.QualityConfig());"
+        "print(sorted(m for m in ('fasttext', 'numpy', 'apache_beam', 'spacy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
