@@ -7,8 +7,9 @@ punctuation, bullets, ellipses, hashes, lorem ipsum, javascript and cookie notic
 The baseline is datatrove 0.10 with spaCy (its English word tokenizer), installed with uv in a venv of its own
 under a temporary folder (or the one --datatrove-python names, to skip the install); the benchmark says so
 and stops when that cannot be installed. Both sides run one process on the same documents in datatrove's
-FineWeb order (Gopher repetition, Gopher quality, C4, FineWeb; language id needs a model, see docs), calling
-each filter's filter() directly, datatrove's pipeline machinery left out. Reported:
+FineWeb order (Gopher repetition, Gopher quality, C4, FineWeb), calling each filter's filter() directly,
+datatrove's pipeline machinery left out. Language id runs apart, on the same documents plus French and German
+ones, with a fastText model trained here (both sides load the same file). Reported:
 - per family, run alone over every document: the fraction of documents both keep or both drop (goal >= 99.5%);
 - the whole chain: the fraction of documents given the same reason (or both kept);
 - documents/s of the chain, start-up (imports, spaCy's load, a warm-up pass) timed apart; ratio dew /
@@ -18,6 +19,7 @@ each filter's filter() directly, datatrove's pipeline machinery left out. Report
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.preprocess.quality_corpus import corpus
+from tests.preprocess.quality_corpus import corpus, language_documents, train_language_model
 
 FAMILIES = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
 WORKER = r"""
@@ -64,6 +66,13 @@ start = time.perf_counter()
 reasons = [chain(text) for text in texts]
 seconds = time.perf_counter() - start
 families = {family: [verdict(family, text) for text in texts] for family in filters}
+if len(sys.argv) > 2:  # a local fastText model: datatrove's LanguageFilter with it in place of lid.176
+    from datatrove.pipeline.filters import LanguageFilter
+    from fasttext.FastText import _FastText
+    language = LanguageFilter(languages=["en"])
+    language.model._model = _FastText(sys.argv[2])
+    others = [json.loads(line)["text"] for line in open(sys.argv[3], encoding="utf-8")]
+    families["language"] = [None if language.filter(Document(text=t, id="0")) else "language" for t in texts + others]
 json.dump({"startup": startup, "seconds": seconds, "chain": reasons, "families": families}, sys.stdout)
 """
 
@@ -84,6 +93,8 @@ def datatrove_python(folder: Path) -> Path | None:
             "datatrove==0.10.1",
             "spacy>=3.8,<3.9",
             "regex",
+            "fasttext-numpy2-wheel",
+            "fasteners",  # LanguageFilter asks for it
         ]
         subprocess.run(install, check=True, timeout=600)
     except (subprocess.SubprocessError, OSError) as error:
@@ -92,9 +103,16 @@ def datatrove_python(folder: Path) -> Path | None:
     return python
 
 
+def language_model(folder: Path) -> str | None:
+    try:
+        return train_language_model(folder)
+    except ImportError:
+        return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=3000)
+    parser.add_argument("--documents", type=int, default=800)
     parser.add_argument("--datatrove-python", help="a python with datatrove, spacy and regex (skips the install)")
     args = parser.parse_args()
 
@@ -102,6 +120,7 @@ def main() -> int:
     from dew.preprocess.cleaning.c4 import c4_lines
     from dew.preprocess.cleaning.fineweb import fineweb_failure
     from dew.preprocess.cleaning.gopher import quality_failure, repetition_failure
+    from dew.preprocess.cleaning.langid import language_failure
     from dew.preprocess.cleaning.words import split_words
 
     texts = corpus(args.documents)
@@ -113,9 +132,20 @@ def main() -> int:
             return 0
         worker = Path(tmp) / "worker.py"
         worker.write_text(WORKER, encoding="utf-8")
+        command = [str(python), str(worker), str(path)]
+        model = language_model(Path(tmp))
+        if model:
+            others = Path(tmp) / "others.jsonl"
+            others.write_text("".join(json.dumps({"text": t}) + "\n" for t in language_documents()), encoding="utf-8")
+            command += [model, str(others)]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
-        run = subprocess.run([str(python), str(worker), str(path)], check=True, capture_output=True, text=True, env=env)
+        run = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if run.returncode:
+            raise SystemExit(f"datatrove's side failed:\n{run.stderr[-3000:]}")
         theirs = json.loads(run.stdout)
+        if model:
+            language = dataclasses.replace(quality.QualityConfig(), language_model=model, languages="en")
+            mine_language = [language_failure(text, language) for text in texts + language_documents()]
 
     config = quality.QualityConfig()
     start = time.perf_counter()
@@ -144,6 +174,13 @@ def main() -> int:
             if (a is None) != (b is None):
                 print(f"    differs: dew {a} datatrove {b}: {text[:100]!r}")
                 break
+    if model:
+        same = sum(a == b for a, b in zip(mine_language, theirs["families"]["language"], strict=True))
+        drops = sum(b is not None for b in theirs["families"]["language"])
+        share = same / len(mine_language)
+        print(f"  language (fastText trained here, keep en): agreement {share:.2%} ({drops} dropped by datatrove)")
+    else:
+        print("  language: skipped (fastText is not installed here: the langid extra)")
     same = sum(a == b for a, b in zip(ours, theirs["chain"], strict=True))
     print(f"  whole chain: same reason for {same / len(texts):.2%}")
     ours_rate, theirs_rate = len(texts) / seconds, len(texts) / theirs["seconds"]

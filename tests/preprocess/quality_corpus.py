@@ -230,3 +230,50 @@ def crafted() -> dict[str, str]:
         }
     )
     return docs
+
+
+# Sentences for a language-id model trained in the tests and the benchmark (written for them).
+FRENCH = [
+    "Une exception interrompt le déroulement normal du programme quand une erreur se produit.",
+    "Le gestionnaire peut reprendre l'exécution à un niveau plus élevé, mais il ne peut pas réparer la cause.",
+    "Quand une exception n'est pas traitée, l'interpréteur arrête le programme et affiche la pile des appels.",
+    "Les exceptions sont identifiées par des instances de classes, et la clause choisie dépend de la classe.",
+    "Nous avons marché le long de la rivière pendant que les enfants jouaient dans le jardin de leur grand-mère.",
+    "Il faut toujours lire la documentation avant de modifier la configuration du serveur de production.",
+    "La bibliothèque municipale ouvre ses portes le samedi matin et ferme tard le jeudi soir.",
+    "Cette fonction renvoie une nouvelle liste qui contient les éléments triés dans l'ordre croissant.",
+    "Elle a répondu qu'elle viendrait demain si le train n'était pas en retard à cause de la neige.",
+    "Le fichier est fermé automatiquement à la fin du bloc, même si une erreur survient entre-temps.",
+]
+GERMAN = [
+    "Eine Ausnahme unterbricht den normalen Ablauf des Programms, wenn ein Fehler auftritt.",
+    "Der Behandler kann die Ausführung auf einer höheren Ebene fortsetzen, aber die Ursache nicht beheben.",
+    "Wird eine Ausnahme nicht behandelt, beendet der Interpreter das Programm und zeigt den Aufrufstapel.",
+    "Ausnahmen werden durch Instanzen von Klassen bezeichnet, und die gewählte Klausel hängt von der Klasse ab.",
+    "Wir sind am Fluss entlang gegangen, während die Kinder im Garten ihrer Großmutter gespielt haben.",
+    "Man sollte immer die Dokumentation lesen, bevor man die Konfiguration des Servers ändert.",
+    "Die Stadtbibliothek öffnet am Samstagmorgen und schließt am Donnerstagabend erst spät.",
+    "Diese Funktion gibt eine neue Liste zurück, die die Elemente in aufsteigender Reihenfolge enthält.",
+    "Sie hat geantwortet, dass sie morgen kommt, wenn der Zug wegen des Schnees nicht verspätet ist.",
+    "Die Datei wird am Ende des Blocks automatisch geschlossen, auch wenn zwischendurch ein Fehler auftritt.",
+]
+
+
+def language_documents() -> list[str]:
+    """French and German documents of three sentences each, for the language filter."""
+    return [" ".join(group[i : i + 3]) for group in (FRENCH, GERMAN) for i in range(len(group) - 2)]
+
+
+def train_language_model(folder: Path) -> str:
+    """A fastText model of three languages (en from the base topic, fr, de) saved in `folder`; its path."""
+    import fasttext
+
+    english = [line.strip() for line in base().splitlines() if len(line.split()) > 6]
+    rows = [f"__label__en {t}" for t in english] + [f"__label__fr {t}" for t in FRENCH]
+    rows += [f"__label__de {t}" for t in GERMAN]
+    train = folder / "train.txt"
+    train.write_text("\n".join(rows * 5) + "\n", encoding="utf-8")
+    trained = fasttext.train_supervised(str(train), epoch=30, lr=0.5, dim=16, minn=2, maxn=4, thread=1, verbose=0)
+    path = folder / "lid.bin"
+    trained.save_model(str(path))
+    return str(path)
