@@ -6,7 +6,8 @@ counted over those tokens, so a plain `str.split()` or regex word split disagree
 text (punctuation glued to words, "don't" as one word). This module ports spaCy's tokenizer algorithm
 (`Tokenizer._tokenize_affixes`, `_split_affixes`, `_attach_tokens` and the special-case matcher pass in
 spacy/tokenizer.pyx) over the tables spaCy itself uses, recorded in quality_tables.json by
-benchmarks/record_quality_tables.py; it needs neither spaCy nor datatrove.
+benchmarks/record_quality_tables.py; it needs neither spaCy nor datatrove. The recorder refuses tables the
+port does not model (a token_match, special cases with a space inside).
 
 Each whitespace-separated chunk is tokenized once and remembered (spaCy caches the same way), in a memo that
 is cleared whenever it holds `MEMO_LIMIT` chunks, so memory stays bounded however large the corpus.
