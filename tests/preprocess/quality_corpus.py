@@ -259,21 +259,27 @@ GERMAN = [
 ]
 
 
+HELD_OUT = {"fr": " ".join(FRENCH[:3]), "de": " ".join(GERMAN[:3])}
+
+
 def language_documents() -> list[str]:
     """French and German documents of three sentences each, for the language filter."""
     return [" ".join(group[i : i + 3]) for group in (FRENCH, GERMAN) for i in range(len(group) - 2)]
 
 
 def train_language_model(folder: Path) -> str:
-    """A fastText model of three languages (en from the base topic, fr, de) saved in `folder`; its path."""
+    """A fastText model of three languages (en from the base topic, fr, de) saved in `folder`; its path.
+
+    Seven lines a language, so that none outweighs the others; the first three French and German sentences
+    are held out: HELD_OUT documents are made of them."""
     import fasttext
 
     english = [line.strip() for line in base().splitlines() if len(line.split()) > 6]
-    rows = [f"__label__en {t}" for t in english] + [f"__label__fr {t}" for t in FRENCH]
-    rows += [f"__label__de {t}" for t in GERMAN]
+    rows = [f"__label__en {t}" for t in english[:7]] + [f"__label__fr {t}" for t in FRENCH[3:]]
+    rows += [f"__label__de {t}" for t in GERMAN[3:]]
     train = folder / "train.txt"
     train.write_text("\n".join(rows * 5) + "\n", encoding="utf-8")
-    trained = fasttext.train_supervised(str(train), epoch=30, lr=0.5, dim=16, minn=2, maxn=4, thread=1, verbose=0)
+    trained = fasttext.train_supervised(str(train), epoch=50, lr=1.0, dim=16, minn=2, maxn=5, thread=1, verbose=0)
     path = folder / "lid.bin"
     trained.save_model(str(path))
     return str(path)

@@ -9,7 +9,7 @@ import pytest
 
 from dew.preprocess.cleaning import langid
 from dew.preprocess.cleaning.quality import QualityConfig, first_failure
-from tests.preprocess.quality_corpus import FRENCH, GERMAN, base, train_language_model
+from tests.preprocess.quality_corpus import HELD_OUT, base, train_language_model
 
 fasttext = pytest.importorskip("fasttext", reason="language id needs the langid extra (fasttext-numpy2-wheel)")
 
@@ -25,8 +25,8 @@ def _config(model: str, **changes) -> QualityConfig:
     return QualityConfig(language_model=model, **{**off, **changes})
 
 
-FRENCH_DOC = " ".join(FRENCH[:3])
-GERMAN_DOC = " ".join(GERMAN[:3])
+FRENCH_DOC = HELD_OUT["fr"]  # sentences the model was not trained on
+GERMAN_DOC = HELD_OUT["de"]
 
 
 def test_keeps_listed_languages_and_drops_others(model):
