@@ -99,6 +99,16 @@ def block_crc32cs(data: bytes | memoryview, block_bytes: int) -> list[int]:
     return [module.value(bytes(data[at : at + block_bytes])) for at in range(0, len(data), block_bytes)]
 
 
+def has_crc32c() -> bool:
+    """Whether google-crc32c is installed (block checksums need it)."""
+    return _crc32c() is not None
+
+
+def crc32c_value(data: bytes) -> int:
+    """crc32c of `data` (needs google-crc32c)."""
+    return int(_crc32c().value(data))
+
+
 def digest_bytes(data: bytes) -> str:
     """crc32c of `data` as eight hex digits (needs google-crc32c)."""
     return f"{_crc32c().value(data):08x}"

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dew.data import formats, remote
+from dew.data import formats, ranges, remote
 from dew.data.codec import unpack_field
 from dew.data.extras import require
 from dew.data.pieces import PieceIndex, ends_at
@@ -100,6 +100,7 @@ class TokenBytes:
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
         self.path = path
+        self._ranged: tuple[ranges.RangedShard, ...] | None = None
         if formats.is_directory(path):
             meta = formats.read_meta(path, kind="tokens")
             shards = meta.shards(split)
@@ -113,6 +114,9 @@ class TokenBytes:
             self.files = tuple(
                 os.path.join(path, s.name) if remote_corpus else formats.verify_shard(path, s) for s in shards
             )
+            if remote_corpus and all(ranges.is_ranged(s) for s in shards):
+                # Read by range: a batch fetches the blocks its windows lie in (dew.data.ranges).
+                self._ranged = tuple(ranges.RangedShard(f, s) for f, s in zip(self.files, shards, strict=True))
             self.dtype = np.dtype(meta.tokens.dtype)
             self.vocab_size: int | None = meta.tokens.vocab_size
             self._fingerprint = meta.fingerprint()
@@ -170,6 +174,9 @@ class TokenBytes:
 
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
+        if self._ranged is not None:
+            rows = ranges.read_spans(self._ranged, self.ends, self.dtype, np.array([start]), stop - start)
+            return self._checked(rows[0], start)
         if len(self.files) == 1:
             return self._checked(self._ids(0)[start:stop], start)
         first = int(np.searchsorted(self.ends, start, side="right"))
@@ -204,6 +211,8 @@ class TokenBytes:
         # One reduction instead of min and max: a negative start, seen unsigned, is past any length.
         if int(starts.view(np.uint64).max()) > len(self) - length:
             raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
+        if self._ranged is not None:
+            return self._checked(ranges.read_spans(self._ranged, self.ends, self.dtype, starts, length), 0, starts)
         # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
         # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
         if len(self.files) == 1:
