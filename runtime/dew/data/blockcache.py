@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ PAGE_BLOCKS = 16
 # 12 bytes, 340 to a 4 KiB leaf); a page of PAGE_BLOCKS blocks holds at most PAGE_BLOCKS // 2 extents.
 _EXTENT = 16
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
-_LEDGER: tuple[int, str, sqlite3.Connection] | None = None
+_LEDGER = threading.local()
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER,
                                   PRIMARY KEY (path, page));
@@ -47,10 +48,10 @@ INSERT OR IGNORE INTO total VALUES (0, 0);
 
 
 def _ledger() -> sqlite3.Connection:
-    """This process's connection to the host's ledger (one per process id and cache directory)."""
-    global _LEDGER
+    """This thread's connection to the host's ledger (one per thread, process id and cache directory)."""
     root = remote.blocks_dir()
-    if _LEDGER is None or _LEDGER[0] != os.getpid() or _LEDGER[1] != root:
+    held = getattr(_LEDGER, "connection", None)
+    if held is None or held[0] != os.getpid() or held[1] != root:
         import sqlite3
 
         os.makedirs(root, exist_ok=True)
@@ -58,8 +59,8 @@ def _ledger() -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.executescript(_SCHEMA)
-        _LEDGER = (os.getpid(), root, connection)
-    return _LEDGER[2]
+        _LEDGER.connection = held = (os.getpid(), root, connection)
+    return held[2]
 
 
 def _fs_block() -> int:
