@@ -87,16 +87,16 @@ def test_range_requests_survive_throttling_resets_and_short_bodies(gcs_faults, c
     tokens = TokenBytes(uri)
     shard = r"ranges-faults%2Ftrain-00000-of-00002\.bin\?alt=media$"
     gcs_faults.inject(
-        Fault("429", path=shard, retry_after="0"),
-        Fault("503", path=shard),
-        Fault("reset", path=shard),
-        Fault("truncate", path=shard, fraction=0.3),
-        Fault("slow", path=shard, pieces=3, pause=0.02),
+        Fault("429", path=shard, ranged=True, retry_after="0"),
+        Fault("503", path=shard, ranged=True),
+        Fault("reset", path=shard, ranged=True),
+        Fault("truncate", path=shard, ranged=True, fraction=0.3),
+        Fault("slow", path=shard, ranged=True, pieces=3, pause=0.02),
     )
     starts = np.arange(0, int(tokens.ends[0]) - 200, 700)
     np.testing.assert_array_equal(tokens.spans(starts, 200), TokenBytes(local).spans(starts, 200))
     assert not gcs_faults.pending(), "every scheduled fault met a range request"
-    assert all(kind for kind, _, _ in gcs_faults.injected)
+    assert gcs_faults.count(shard) == len(gcs_faults.ranged) > 5, "the shard was only ever asked for by range"
 
 
 def test_a_damaged_block_is_refused_naming_shard_and_block(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
@@ -115,13 +115,9 @@ def test_a_damaged_block_is_refused_naming_shard_and_block(gcs_emulator, cache, 
         tokens[3 * BLOCK // 2 : 3 * BLOCK // 2 + 10]
 
 
-def _disk_held(root: str) -> int:
+def _disk_held() -> int:
     """Allocated bytes of the block cache's files, plus those of deleted files this process holds open."""
-    held = 0
-    for directory, _, names in os.walk(root):
-        for name in names:
-            if not name.startswith("ledger.sqlite"):
-                held += os.stat(os.path.join(directory, name)).st_blocks * 512
+    held = blockcache.allocated()
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
@@ -145,9 +141,19 @@ def test_disk_held_stays_within_the_budget_over_an_epoch_of_a_corpus_five_times_
     most, fetched = 0, ranges.FETCHED.bytes
     for batch in np.array_split(order, max(1, len(order) // 4)):
         np.testing.assert_array_equal(far.spans(batch, length + 1), near.spans(batch, length + 1))
-        held = _disk_held(remote.blocks_dir())
+        held = _disk_held()
         assert held <= budget, f"the cache holds {held} bytes on disk, over its {budget}-byte budget"
         assert blockcache.used() <= budget
         most = max(most, held)
     assert most > budget // 2, "the cache was used"
     assert ranges.FETCHED.bytes - fetched >= corpus * 0.9  # every window was read from gs://, not elsewhere
+
+
+def test_dew_gcs_ranges_0_fetches_whole_shards_as_before(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RANGES", "0")
+    local, uri = _corpus(tmp_path, "ranges-off", shards=2)
+    tokens = TokenBytes(uri)
+    assert tokens._ranged is None
+    np.testing.assert_array_equal(tokens[10:900], TokenBytes(local)[10:900])
+    whole = [n for d, _, names in os.walk(cache) for n in names if n.endswith(".bin") and remote.blocks_dir() not in d]
+    assert whole == [formats.shard_name("train", 0, 2, "bin")]

@@ -110,9 +110,10 @@ class RangedShard:
 
 
 def is_ranged(shard: formats.Shard) -> bool:
-    """Whether a shard can be read by range (its writer recorded block checksums, and google-crc32c,
-    which checks them, is installed)."""
-    return bool(shard.block_bytes) and integrity.has_crc32c()
+    """Whether a shard is read by range: its writer recorded block checksums, google-crc32c (which checks
+    them) is installed, and $DEW_GCS_RANGES is not 0 (which fetches every shard whole, as before)."""
+    wanted = os.environ.get("DEW_GCS_RANGES", "1").strip().lower() not in ("0", "false", "no", "off")
+    return wanted and bool(shard.block_bytes) and integrity.has_crc32c()
 
 
 def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:

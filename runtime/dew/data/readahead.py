@@ -5,7 +5,8 @@ trip through Grain's prefetching iterator costs about as much as the read, and r
 training process only contend with it for the GIL. Over gs:// a read waits on the network instead,
 tens of milliseconds a request, and then the steps ahead are read in threads while the caller trains
 on this one: the records of step k + n are a pure function of the position, so nothing is guessed.
-How many steps: Loading.read_buffer's records, in whole steps (Loading.prefetch_batches).
+How many steps: as many whole steps as Loading.read_buffer's records make (128 // a host's rows of a
+step by default; 0, a read_buffer below one step's rows, reads only the step asked for).
 """
 
 from __future__ import annotations

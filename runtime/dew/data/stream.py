@@ -214,7 +214,7 @@ class GlobalStream:
             iterator = iter(workers.prefetch(_through_grain(reads, self._next_step, stop, self.loading), self.loading))
         elif self.synchronous:
             # Over gs:// the reads of the next steps are in flight while this one trains (readahead).
-            ahead = self.loading.prefetch_batches(self.partition.rows(self.schedule.final)) if self.remote else 0
+            ahead = self.loading.read_buffer // self.partition.rows(self.schedule.final) if self.remote else 0
             iterator = InProcess(reads, self._next_step, stop, ahead=ahead)
         else:
             iterator = iter(_through_grain(reads, self._next_step, stop, self.loading))
