@@ -157,3 +157,34 @@ def test_dew_gcs_ranges_0_fetches_whole_shards_as_before(gcs_emulator, cache, tm
     np.testing.assert_array_equal(tokens[10:900], TokenBytes(local)[10:900])
     whole = [n for d, _, names in os.walk(cache) for n in names if n.endswith(".bin") and remote.blocks_dir() not in d]
     assert whole == [formats.shard_name("train", 0, 2, "bin")]
+
+
+def _read_in_batches(args: tuple[str, list[int], int]) -> tuple[bytes, int]:
+    """A worker process: the windows at `starts`, eight at a time, and the most disk the host's cache held."""
+    uri, starts, length = args
+    tokens, out, most = TokenBytes(uri), [], 0
+    for at in range(0, len(starts), 8):
+        out.append(tokens.spans(np.array(starts[at : at + 8]), length).tobytes())
+        most = max(most, blockcache.allocated())
+    return b"".join(out), most
+
+
+def test_worker_processes_share_one_bounded_cache(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    import multiprocessing
+
+    local, uri = _corpus(tmp_path, "ranges-shared", shards=4, docs=3000, block_bytes=4096)
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    budget = corpus // 4
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
+    near, length = TokenBytes(local), 1500
+    rng = np.random.default_rng(2)
+    jobs = [(uri, rng.integers(0, len(near) - length, 48).tolist(), length) for _ in range(3)]
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        results = pool.map(_read_in_batches, jobs, chunksize=1)
+    for (_, starts, _), (data, most) in zip(jobs, results, strict=True):
+        assert data == near.spans(np.array(starts), length).tobytes()
+        assert most <= budget
+    assert blockcache.used() <= budget and blockcache.allocated() <= blockcache.used()
+    pages = blockcache._ledger().execute("SELECT SUM(bytes) FROM pages").fetchone()[0] or 0
+    files = blockcache._ledger().execute("SELECT COUNT(*) FROM files").fetchone()[0]
+    assert blockcache.used() == pages + files * blockcache._fs_block(), "the ledger's total is what its rows hold"
