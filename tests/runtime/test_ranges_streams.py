@@ -103,3 +103,17 @@ def test_per_host_reads_follow_the_hosts_share_of_a_batch_not_the_shard_count(gc
             assert index_reads <= 2 * local_windows, "a block index for each shard a window touches, at most"
             seen.append((requests, fetched))
     assert max(r for r, _ in seen) <= 2 * per_window  # the same bound on 8 shards and on 32
+
+
+def test_a_packed_batch_over_gs_is_one_read_of_every_piece(corpus, cache, monkeypatch) -> None:
+    local, uri = corpus
+    calls = []
+    real = ranges.read
+    monkeypatch.setattr(ranges, "read", lambda requests: calls.append(len(requests)) or real(requests))
+    source = datasets.PackedTokens(path=uri, seq_len=64).load(batch=4).train.order.corpora[0].source
+    here = datasets.PackedTokens(path=local, seq_len=64).load(batch=4).train.order.corpora[0].source
+    windows = np.arange(min(8, len(source)))
+    calls.clear()
+    got = source.read_batch(windows)
+    assert len(calls) == 1 and calls[0] >= len(windows), "every piece of the batch in one read"
+    assert_batches_equal([here.read_batch(windows)], [got])

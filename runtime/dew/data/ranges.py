@@ -205,24 +205,30 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
         raise FileNotFoundError(f"{shard.uri} is listed in meta.json but missing; {remote.OVERWRITE}") from None
 
 
-def read_spans(
-    shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: np.ndarray, length: int
-) -> np.ndarray:
-    """[len(starts), length] ids of a stream held in `shards` (ending at ids `ends`): one read, so the
-    ranges of every row, in every shard, are fetched together."""
-    requests, rows = [], []
+def read_pieces(
+    shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: Sequence[int], lengths: Sequence[int]
+) -> list[np.ndarray]:
+    """ids [start, start + length) of a stream held in `shards` (ending at ids `ends`) for each pair, in
+    one read, so the ranges of every piece, in every shard, are fetched together."""
+    requests, parts = [], []
     item = dtype.itemsize
-    for start in np.asarray(starts, dtype=np.int64).tolist():
-        stop, at, parts = start + length, start, 0
+    for start, length in zip(starts, lengths, strict=True):
+        stop, at, count = start + length, start, 0
         shard = int(np.searchsorted(ends, start, side="right"))
         while at < stop:
             base = int(ends[shard - 1]) if shard else 0
             end = min(stop, int(ends[shard]))
             requests.append((shards[shard], (at - base) * item, (end - base) * item))
-            at, shard, parts = end, shard + 1, parts + 1
-        rows.append(parts)
+            at, shard, count = end, shard + 1, count + 1
+        parts.append(count)
     got = iter(read(requests))
-    out = np.empty((len(rows), length), dtype=dtype)
-    for row, parts in enumerate(rows):
-        out[row] = np.frombuffer(b"".join(next(got) for _ in range(parts)), dtype=dtype)
-    return out
+    return [np.frombuffer(b"".join(next(got) for _ in range(count)), dtype=dtype) for count in parts]
+
+
+def read_spans(
+    shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: np.ndarray, length: int
+) -> np.ndarray:
+    """[len(starts), length] ids of a stream held in `shards`: read_pieces of equal lengths."""
+    starts = np.asarray(starts, dtype=np.int64).tolist()
+    rows = read_pieces(shards, ends, dtype, starts, [length] * len(starts))
+    return np.stack(rows) if rows else np.empty((0, length), dtype=dtype)
