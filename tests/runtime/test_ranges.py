@@ -188,3 +188,30 @@ def test_worker_processes_share_one_bounded_cache(gcs_emulator, cache, tmp_path,
     pages = blockcache._ledger().execute("SELECT SUM(bytes) FROM pages").fetchone()[0] or 0
     files = blockcache._ledger().execute("SELECT COUNT(*) FROM files").fetchone()[0]
     assert blockcache.used() == pages + files * blockcache._fs_block(), "the ledger's total is what its rows hold"
+
+
+def test_a_parquet_token_corpus_reads_footers_and_row_groups_by_range(gcs_emulator, cache, tmp_path) -> None:
+    from dew.data.pieces import PIECES, PieceIndex
+    from dew.data.tokens.corpus import open_tokens
+    from tests.runtime.token_support import documents
+
+    docs = documents(2000, seed=4, longest=300)
+    local = write_corpus(str(tmp_path / "pq"), {"train": docs}, kind="parquet", shards=3, block_bytes=4096)
+    # The row index the tokenize job writes beside a parquet split, so nothing scans the shards.
+    lengths = [np.array([len(docs[i]) for i in group]) for group in np.array_split(np.arange(len(docs)), 3)]
+    index = formats.derived_path(local, "train", PIECES)
+    PieceIndex.of_lengths(lengths, field="ids").save(index, formats.read_meta(local).fingerprint())
+    uri = f"gs://{BUCKET}/ranges-parquet"
+    _upload_directory(local, uri)
+    before = ranges.FETCHED.bytes
+    near, far = open_tokens(local), open_tokens(uri)
+    assert far.ranged and len(far) == len(near)
+    for lo, hi in ((0, 50), (len(near) // 2, len(near) // 2 + 700), (len(near) - 90, len(near))):
+        np.testing.assert_array_equal(far[lo:hi], near[lo:hi])
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    fetched = ranges.FETCHED.bytes - before
+    assert 0 < fetched < corpus / 2, "footers (pyarrow reads the last 64 KiB) and the row groups read, not whole files"
+    whole = [
+        n for d, _, names in os.walk(cache) for n in names if n.endswith(".parquet") and remote.blocks_dir() not in d
+    ]
+    assert not whole, "no parquet shard was fetched whole"

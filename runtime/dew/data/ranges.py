@@ -18,9 +18,11 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
+import io
 import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -232,3 +234,34 @@ def read_spans(
     starts = np.asarray(starts, dtype=np.int64).tolist()
     rows = read_pieces(shards, ends, dtype, starts, [length] * len(starts))
     return np.stack(rows) if rows else np.empty((0, length), dtype=dtype)
+
+
+class RangedFile(io.RawIOBase):
+    """A read-only file over a gs:// shard read by range, for readers that take file objects (pyarrow):
+    each read fetches (or takes from the cache) only the blocks it covers, checked."""
+
+    def __init__(self, shard: RangedShard) -> None:
+        super().__init__()
+        self.shard, self.name, self._at = shard, shard.uri, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self.shard.shard.bytes}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        count = max(0, min(len(buffer), self.shard.shard.bytes - self._at))
+        if count:
+            (data,) = read([(self.shard, self._at, self._at + count)])
+            memoryview(buffer).cast("B")[:count] = data
+            self._at += count
+        return count

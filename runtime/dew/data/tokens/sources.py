@@ -13,7 +13,7 @@ instead of reaching an embedding lookup.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -302,10 +302,13 @@ def _verify(paths: Sequence[str], shards: Sequence[formats.Shard] | None) -> Non
         formats.verify_shard(os.path.dirname(path), shard, checksum=True)
 
 
-def _parquet_file(pq: Any, path: str) -> Any:
-    """pyarrow's ParquetFile over `path`, its errors (which name no file) naming it."""
+def _parquet_file(pq: Any, path: str, ranged: Mapping[str, ranges.RangedShard] | None = None) -> Any:
+    """pyarrow's ParquetFile over `path` (read by range when `ranged` holds it), its errors (which name
+    no file) naming it."""
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(ranges.RangedFile(ranged[path]) if ranged and path in ranged else path)
+    except formats.DamagedError:
+        raise  # a block that failed its checksum, named by shard and block
     except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
         raise ValueError(f"{path} is not a readable parquet file ({error}); rerun the preprocess job") from None
 
@@ -330,17 +333,20 @@ class TokenColumn(_Pieces):
         pieces: PieceIndex | None = None,
         shards: Sequence[formats.Shard] | None = None,
         vocab_size: int | None = None,
+        ranged: Sequence[ranges.RangedShard] | None = None,
     ) -> None:
         pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
 
         self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
         self.vocab_size = vocab_size
+        # gs:// files read by range, footer and row groups alike: no file is fetched whole.
+        self.ranged = {shard.uri: shard for shard in ranged or ()}
         if not self.paths:
             raise ValueError("TokenColumn needs at least one parquet file")
         _verify(self.paths, shards)  # every footer is read now, so every file is checked now
         names, groups, group_rows, file_rows = [], [], [], []
         for path in self.paths:
-            file = _parquet_file(pq, path)  # the footer only: row group sizes, no column data
+            file = _parquet_file(pq, path, self.ranged)  # the footer only: row group sizes, no column data
             columns = file.schema_arrow.names
             name = column if column is not None else (columns[0] if len(columns) == 1 else None)
             if name is None or name not in columns:
@@ -371,7 +377,7 @@ class TokenColumn(_Pieces):
 
         lengths = []
         for path, name in zip(self.paths, names, strict=True):
-            file, rows = _parquet_file(pq, path), []
+            file, rows = _parquet_file(pq, path, self.ranged), []
             for group in range(file.num_row_groups):
                 values = file.read_row_group(group, columns=[name]).column(0)
                 rows.append(pc.fill_null(pc.list_value_length(values), 0).to_numpy().astype(np.int64))
@@ -388,7 +394,7 @@ class TokenColumn(_Pieces):
             pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
             path, group = self.groups[index]
             try:
-                table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
+                table = _parquet_file(pq, path, self.ranged).read_row_group(group, columns=[self.column])
             except (OSError, ValueError) as error:
                 raise formats.DamagedError(
                     f"{path} row group {group} cannot be read ({error}); the file is damaged"
