@@ -160,16 +160,26 @@ def store(
 
 
 def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) -> int:
-    """Punches out least recently used pages, other than `keep`, until `need` bytes are freed."""
-    freed = 0
-    for path, page, size in ledger.execute("SELECT path, page, bytes FROM pages ORDER BY used").fetchall():
-        if freed >= need:
+    """Punches out least recently used pages, other than `keep`, until `need` bytes are freed.
+
+    The oldest pages come from the ledger's index on last use, a few at a time: an eviction reads the
+    pages it frees (and the kept ones it passes), never the whole ledger.
+    """
+    freed = passed = 0
+    query = "SELECT path, page, bytes FROM pages ORDER BY used LIMIT 64 OFFSET ?"
+    while freed < need:
+        rows = ledger.execute(query, (passed,)).fetchall()
+        if not rows:
             break
-        if (path, page) in keep:
-            continue
-        _punch(path, page)
-        ledger.execute("DELETE FROM pages WHERE path = ? AND page = ?", (path, page))
-        freed += size
+        for path, page, size in rows:
+            if freed >= need:
+                break
+            if (path, page) in keep:
+                passed += 1  # it stays, ahead of the rows still to come
+                continue
+            _punch(path, page)
+            ledger.execute("DELETE FROM pages WHERE path = ? AND page = ?", (path, page))
+            freed += size
     return freed
 
 
