@@ -93,12 +93,6 @@ class Digest:
         return f"{self._crc:08x}" if self._module is not None else ""
 
 
-def block_crc32cs(data: bytes | memoryview, block_bytes: int) -> list[int]:
-    """The crc32c of each `block_bytes` bytes of `data` (the last may be shorter)."""
-    module = _crc32c()
-    return [module.value(bytes(data[at : at + block_bytes])) for at in range(0, len(data), block_bytes)]
-
-
 def has_crc32c() -> bool:
     """Whether google-crc32c is installed (block checksums need it)."""
     return _crc32c() is not None

@@ -95,7 +95,8 @@ class TokenBytes:
     path is one file, or a committed corpus directory whose `split` shards read as one stream (their
     sizes checked against meta.json now, their checksums when each is first mapped). The dtype and
     vocabulary are meta.json's where there is one, else uint16 (nanoGPT's layout) and unchecked ids.
-    eos_id defaults to the corpus's own.
+    eos_id defaults to the corpus's own. A gs:// directory whose shards carry block checksums is read
+    by range (dew.data.ranges) instead of through memmaps of whole downloaded shards.
     """
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
