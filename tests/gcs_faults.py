@@ -48,25 +48,37 @@ class Fault:
     kind: Kind
     path: str = ""
     method: str = ""
+    ranged: bool | None = None  # True: only requests with a Range header; False: only those without
     times: int = 1
     retry_after: str = "1"
     fraction: float = 0.5
     pieces: int = 4
     pause: float = 0.05
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, ranged: bool = False) -> bool:
+        if self.ranged is not None and self.ranged != ranged:
+            return False
         return (not self.method or self.method == method) and re.search(self.path, path) is not None
 
 
 class FaultProxy:
-    """Forwards to `upstream` (http://host:port) and injects the scheduled faults."""
+    """Forwards to `upstream` (http://host:port) and injects the scheduled faults.
 
-    def __init__(self, upstream: str, *, lifetime: float = 600.0) -> None:
+    `latency` seconds are added before each answer, and with `bandwidth` (bytes/s) the bodies of all
+    answers together are sent no faster than that: a link to a far bucket, for benchmarks.
+    """
+
+    def __init__(
+        self, upstream: str, *, lifetime: float = 600.0, latency: float = 0.0, bandwidth: float | None = None
+    ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
+        self.latency, self.bandwidth = latency, bandwidth
+        self._link_free = 0.0  # when the capped link has sent every body reserved so far
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self.requests: list[tuple[str, str]] = []
+        self.ranged: list[str] = []  # the Range header of each request that had one
         self.injected: list[tuple[str, str, str]] = []
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -100,15 +112,27 @@ class FaultProxy:
         with self._lock:
             return sum(1 for m, p in self.requests if (not method or m == method) and re.search(pattern, p))
 
-    def _take(self, method: str, path: str) -> Fault | None:
+    def _take(self, method: str, path: str, ranged: str | None = None) -> Fault | None:
         with self._lock:
             self.requests.append((method, path))
+            if ranged is not None:
+                self.ranged.append(ranged)
             for fault in self._faults:
-                if fault.times > 0 and fault.matches(method, path):
+                if fault.times > 0 and fault.matches(method, path, ranged is not None):
                     fault.times -= 1
                     self.injected.append((fault.kind, method, path))
                     return fault
         return None
+
+    def _pace(self, size: int) -> None:
+        """Waits until the capped link has room for `size` more bytes (no wait without a cap)."""
+        if not self.bandwidth:
+            return
+        with self._lock:
+            start = max(time.monotonic(), self._link_free)
+            self._link_free = start + size / self.bandwidth
+            done = self._link_free
+        time.sleep(max(0.0, done - time.monotonic()))
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -122,7 +146,9 @@ class FaultProxy:
 
             def _forward(self) -> None:
                 body = self._request_body()
-                fault = proxy._take(self.command, self.path)
+                fault = proxy._take(self.command, self.path, self.headers.get("Range"))
+                if proxy.latency:
+                    time.sleep(proxy.latency)
                 if fault is not None and fault.kind in ("429", "503"):
                     self._refuse(fault)
                     return
@@ -135,6 +161,7 @@ class FaultProxy:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
+                proxy._pace(len(data))
                 if fault is None:
                     self.wfile.write(data)
                 elif fault.kind == "slow":

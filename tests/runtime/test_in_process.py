@@ -24,16 +24,16 @@ def corpora(tmp_path_factory) -> tuple[str, str]:
     return a, b
 
 
-def _grain_steps(reads: Any, step: int) -> Any:
+def _grain_steps(reads: Any, step: int, stop: int, *, ahead: int = 0) -> Any:
     """What a stream with workers read through before: Grain's threads running the same step function."""
-    return iter(stream._through_grain(reads, step, stream._ENDLESS, SERIAL))
+    return iter(stream._through_grain(reads, step, stop, SERIAL))
 
 
 def _read(reader: Reader, count: int, steps: int, state: Any = None, *, grain: bool) -> tuple[list[Any], Any]:
     if not grain:
         return read_global(reader, count, steps, state)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(stream, "_InProcess", _grain_steps)
+        patch.setattr(stream, "InProcess", _grain_steps)
         return read_global(reader, count, steps, state)
 
 

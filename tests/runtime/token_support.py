@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dew.data import formats
+from dew.data import formats, integrity
 from dew.data.sections import TokensSection
 
 EOS = 0
@@ -35,8 +35,12 @@ def write_corpus(
     eos_id: int | None = EOS,
     tokenizer: str = "byte-test",
     field: str | None = None,
+    block_bytes: int = 0,
 ) -> str:
-    """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory."""
+    """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory.
+
+    With block_bytes, each shard's block checksums too, through the writers' own Digest, as every dew job
+    now writes them; without, meta.json is the older format, which has none."""
     os.makedirs(directory, exist_ok=True)
     meta_splits = {}
     for split, docs in splits.items():
@@ -60,6 +64,15 @@ def write_corpus(
             else:
                 table = pa.table({field or "ids": pa.array([d.tolist() for d in chunk], type=pa.list_(pa.int64()))})
                 pq.write_table(table, path, row_group_size=3)
+            blocks = {}
+            if block_bytes:
+                digest = integrity.Digest(block_bytes=block_bytes)
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+                with open(os.path.join(directory, formats.blocks_name(name)), "wb") as f:
+                    f.write(digest.blocks)
+                blocks = {"block_bytes": block_bytes, "blocks_crc32c": integrity.digest_bytes(digest.blocks)}
+                blocks["crc32c"] = digest.crc32c
             entries.append(
                 formats.Shard(
                     name=name,
@@ -67,6 +80,7 @@ def write_corpus(
                     units=int(ids.size),
                     bytes=os.path.getsize(path),
                     sha256=formats.sha256_file(path),
+                    **blocks,
                 )
             )
         meta_splits[split] = tuple(entries)

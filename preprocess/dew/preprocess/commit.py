@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dew.data.committed import JOB_MARKER
-from dew.data.formats import META, Meta, Shard, parse_shard_name, write_meta
+from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name, write_meta
 from dew.preprocess import files
 from dew.preprocess.shards import write_piece_indexes
 
@@ -49,9 +49,15 @@ class JobIdentity:
 
 
 def _ours(name: str) -> bool:
-    """Files a job writes into its output: shards, meta, stats, derived .npz files, status tables, the marker."""
+    """Files a job writes into its output: shards and their block checksums, meta, stats, derived .npz
+    files, status tables, the marker."""
     ours = name in (META, STATS, MARKER) or name.endswith((".npz", STATUS_SUFFIX))
-    return ours or parse_shard_name(name) is not None
+    return ours or parse_shard_name(_shard_of(name)) is not None
+
+
+def _shard_of(name: str) -> str:
+    """The shard a file is or belongs to: `train-00000-of-00004.bin.blocks` → its shard's name."""
+    return name.removesuffix(BLOCKS_SUFFIX)
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -133,7 +139,7 @@ def _difference(recorded: Mapping[str, Any], identity: JobIdentity) -> str:
 def remove_stale(output: str, keep: Iterable[str]) -> list[str]:
     """Deletes shard files not in `keep` (a different -of-N count, another format, another split)."""
     keep = set(keep)
-    stale = [name for name in files.listing(output) if parse_shard_name(name) and name not in keep]
+    stale = [n for n in files.listing(output) if parse_shard_name(_shard_of(n)) and _shard_of(n) not in keep]
     files.delete([files.join(output, name) for name in stale])
     return stale
 

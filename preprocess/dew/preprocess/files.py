@@ -23,6 +23,7 @@ from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from dew.data import committed, integrity
+from dew.data.formats import BLOCKS_SUFFIX, Shard
 
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
 TEMP_DIR = committed.TEMP_DIR
@@ -257,19 +258,52 @@ def write_atomic(path: str, data: bytes, output: str) -> None:
         os.unlink(f.name)
 
 
-def checksums_of(path: str) -> tuple[str, str, int]:
-    """(sha256, crc32c, size) of a file anywhere FileSystems reaches, read once in chunks.
+@dataclasses.dataclass(frozen=True)
+class Checksums:
+    """What a writer records of one shard file: sha256 and crc32c of the whole, its size, and the
+    crc32c of each block of `block_bytes` bytes (`blocks`, the content of its `.blocks` file; b"" and 0
+    where google-crc32c is missing, and readers then fetch a gs:// shard whole)."""
 
-    crc32c is what readers check a local shard against when they can (much cheaper than sha256);
-    it is "" where google-crc32c is missing, and readers then check sha256.
+    sha256: str
+    crc32c: str
+    size: int
+    blocks: bytes
+    block_bytes: int
+
+    def shard(self, name: str, *, records: int, units: int) -> Shard:
+        """The meta.json entry of the shard `name` these are the checksums of."""
+        blocks_crc32c = integrity.digest_bytes(self.blocks) if self.block_bytes else ""
+        return Shard(
+            name=name,
+            records=records,
+            units=units,
+            bytes=self.size,
+            sha256=self.sha256,
+            crc32c=self.crc32c,
+            block_bytes=self.block_bytes,
+            blocks_crc32c=blocks_crc32c,
+        )
+
+    def write_blocks(self, final: str, output: str) -> None:
+        """Writes the block checksums beside the shard committed (or about to be) at `final`; rewriting
+        them is harmless, so a rerun that finds the shard committed writes them again."""
+        if self.block_bytes:
+            write_atomic(final + BLOCKS_SUFFIX, self.blocks, output)
+
+
+def checksums_of(path: str) -> Checksums:
+    """The checksums of a file anywhere FileSystems reaches, read once in chunks.
+
+    crc32c is what readers check a local shard against when they can (much cheaper than sha256), and
+    the block checksums what they check a byte range of a gs:// shard against.
     """
-    digest = integrity.Digest()
+    digest = integrity.Digest(block_bytes=integrity.BLOCK_BYTES)
     size = 0
     with open_read(path) as f:
         while block := f.read(_COPY_CHUNK):
             digest.update(block)
             size += len(block)
-    return digest.sha256, digest.crc32c, size
+    return Checksums(digest.sha256, digest.crc32c, size, digest.blocks, digest.block_bytes)
 
 
 def download(path: str, directory: str) -> str:

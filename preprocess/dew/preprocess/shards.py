@@ -136,9 +136,7 @@ class StagedShard:
     work: str  # the local scratch directory; removed once the shard is committed or abandoned
     target: str
     lengths: np.ndarray
-    sha256: str
-    crc32c: str
-    size: int
+    checksums: files.Checksums
 
 
 def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tuple[Key, bytes | Parked]]) -> StagedShard:
@@ -158,8 +156,7 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
         else:
             target = os.path.join(work, name)
         write_shard_file(target, fmt, spill.ordered())
-        sha256, crc32c, size = files.checksums_of(target)
-        return StagedShard(work=work, target=target, lengths=spill.lengths(), sha256=sha256, crc32c=crc32c, size=size)
+        return StagedShard(work=work, target=target, lengths=spill.lengths(), checksums=files.checksums_of(target))
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -172,6 +169,7 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
     """
     final = files.join(output, name)
     try:
+        staged.checksums.write_blocks(final, output)
         if files.is_local(output):
             files.commit(staged.target, final, replace=replace)
         else:
@@ -179,14 +177,7 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
     finally:
         shutil.rmtree(staged.work, ignore_errors=True)
     park_lengths(output, name, fmt, staged.lengths)
-    return Shard(
-        name=name,
-        records=len(staged.lengths),
-        units=int(staged.lengths.sum()),
-        bytes=staged.size,
-        sha256=staged.sha256,
-        crc32c=staged.crc32c,
-    )
+    return staged.checksums.shard(name, records=len(staged.lengths), units=int(staged.lengths.sum()))
 
 
 def park_lengths(output: str, name: str, fmt: ShardFormat, lengths: np.ndarray) -> None:
@@ -220,7 +211,8 @@ class _WriteShard(beam.DoFn):
             # its bytes are what this run would write, so only the counts are recomputed.
             keyed = sorted((tuple(key), self.fmt.units(record)) for key, record in records)
             lengths = np.array([length for _, length in keyed], dtype=np.int64)
-            sha256, crc32c, size = files.checksums_of(final)
+            checksums = files.checksums_of(final)
+            size = checksums.size
             expected = int(lengths.sum()) * self.fmt.dtype.itemsize
             if self.fmt.ext == "bin" and size != expected:
                 raise RuntimeError(
@@ -229,9 +221,8 @@ class _WriteShard(beam.DoFn):
                     "inputs; delete it, or rerun with --overwrite"
                 )
             park_lengths(self.output, name, self.fmt, lengths)
-            shard = Shard(
-                name=name, records=len(lengths), units=int(lengths.sum()), bytes=size, sha256=sha256, crc32c=crc32c
-            )
+            checksums.write_blocks(final, self.output)
+            shard = checksums.shard(name, records=len(lengths), units=int(lengths.sum()))
             self.skipped.inc()
         else:
             shard = commit_shard(stage_shard(self.output, name, self.fmt, records), self.output, name, self.fmt)

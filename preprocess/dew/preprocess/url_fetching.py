@@ -23,7 +23,7 @@ import numpy as np
 
 from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.extras import require
-from dew.data.formats import Shard, shard_name
+from dew.data.formats import shard_name
 from dew.data.images import fetch, pixels
 from dew.preprocess import files, url_status
 from dew.preprocess.documents import NAMESPACE
@@ -116,20 +116,16 @@ class FetchShard(beam.DoFn):
         final = files.join(output, name)
         committed: Status | None = None
         if files.exists(final):
-            digest, crc32c, size = files.checksums_of(final)
-            committed = url_status.current(output, name, digest)
+            checksums = files.checksums_of(final)
+            committed = url_status.current(output, name, checksums.sha256)
             if committed is not None and committed.keys != tuple(key for key, _, _ in rows):
                 raise RuntimeError(f"{url_status.status_name(name)} lists other rows than this run routes to {name}")
             if committed is not None and not (self.refetch and committed.to_refetch()):
                 lengths = [n for n, reason in zip(committed.lengths, committed.reasons, strict=True) if not reason]
                 park_lengths(output, name, self.fmt, np.array(lengths, dtype=np.int64))
                 self.counters["shards_skipped"].inc()
-                yield (
-                    split,
-                    Shard(
-                        name=name, records=len(lengths), units=sum(lengths), bytes=size, sha256=digest, crc32c=crc32c
-                    ),
-                )
+                checksums.write_blocks(final, output)
+                yield split, checksums.shard(name, records=len(lengths), units=sum(lengths))
                 return
         outcomes: dict[Key, tuple[str, str, int]] = {}  # key → (url, reason, record length)
         kept = _kept(final, self.fmt) if committed is not None else iter(())
@@ -140,7 +136,7 @@ class FetchShard(beam.DoFn):
             urls=tuple(outcomes[key][0] for key in keys),
             reasons=tuple(outcomes[key][1] for key in keys),
             lengths=tuple(outcomes[key][2] for key in keys),
-            shard_sha256=staged.sha256,
+            shard_sha256=staged.checksums.sha256,
         )
         url_status.write_status(output, name, status, keep_previous=committed is not None)
         shard = commit_shard(staged, output, name, self.fmt, replace=files.exists(final))

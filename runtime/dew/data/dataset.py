@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from dew.data import validate
+from dew.data import remote, validate
 from dew.data.loading import Loading
 from dew.data.order import OnePass, Order, ShuffledEpochs
 from dew.data.partition import DataPartition
@@ -192,10 +192,24 @@ def global_dataset(
                 f"the validation split holds {len(val)} records, fewer than one global batch of {batch}; "
                 "lower the batch or hold out more (val_batches=0 holds nothing out)"
             )
-        val_reader = GlobalReader(OnePass(val), Schedule.flat(batch), loading, steps=steps, synchronous=in_process)
+        val_reader = GlobalReader(
+            OnePass(val),
+            Schedule.flat(batch),
+            loading,
+            steps=steps,
+            synchronous=in_process,
+            remote=reads_gs(train_order),
+        )
     return Dataset(
-        train=GlobalReader(train_order, Schedule.flat(batch), loading, synchronous=in_process),
+        train=GlobalReader(
+            train_order, Schedule.flat(batch), loading, synchronous=in_process, remote=reads_gs(train_order)
+        ),
         val=val_reader,
         records=records,
         batch=batch,
     )
+
+
+def reads_gs(order: Order) -> bool:
+    """Whether an order reads a corpus on gs:// (a mixture names each corpus by its path)."""
+    return any(remote.is_remote(str(getattr(corpus, "name", ""))) for corpus in getattr(order, "corpora", ()))

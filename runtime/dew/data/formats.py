@@ -75,6 +75,12 @@ class Shard:
     units: their total length in the kind's unit (Section.UNIT: token ids, or record bytes); crc32c: the
     file's CRC-32C as eight hex digits, a cheaper check than sha256 that writers since dew.tokens/2 record
     when google-crc32c is installed ("" when not recorded). Only sha256 enters the fingerprint.
+
+    block_bytes and blocks_crc32c (writers since block checksums; 0 and "" before): the shard's block
+    checksums lie beside it in `<name>.blocks` (`blocks_name`), the crc32c of each block_bytes bytes as
+    big-endian uint32s, and blocks_crc32c is that file's own crc32c. A gs:// reader fetches byte ranges
+    rounded out to whole blocks and checks each block before its bytes are used; a shard without them
+    is fetched and checked whole.
     """
 
     name: str
@@ -83,22 +89,40 @@ class Shard:
     bytes: int
     sha256: str
     crc32c: str = ""
+    block_bytes: int = 0
+    blocks_crc32c: str = ""
 
     def __post_init__(self) -> None:
         if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
             raise ValueError(f"shard name {self.name!r} is not <split>-SSSSS-of-NNNNN.<ext> inside the directory")
-        for name in ("records", "units", "bytes"):
+        for name in ("records", "units", "bytes", "block_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
         if self.crc32c and not (isinstance(self.crc32c, str) and _CRC32C.match(self.crc32c)):
             raise ValueError(f"shard {self.name}: crc32c must be eight lowercase hex digits, got {self.crc32c!r}")
+        if bool(self.block_bytes) != bool(self.blocks_crc32c) or (
+            self.blocks_crc32c and not (isinstance(self.blocks_crc32c, str) and _CRC32C.match(self.blocks_crc32c))
+        ):
+            raise ValueError(
+                f"shard {self.name}: block_bytes and blocks_crc32c (eight lowercase hex digits) come together, "
+                f"got {self.block_bytes!r} and {self.blocks_crc32c!r}"
+            )
 
     def to_json(self) -> dict[str, Any]:
         entry = dataclasses.asdict(self)
-        if not self.crc32c:
-            del entry["crc32c"]  # as an older writer wrote it
+        for name in ("crc32c", "block_bytes", "blocks_crc32c"):
+            if not entry[name]:
+                del entry[name]  # as an older writer wrote it
         return entry
+
+
+BLOCKS_SUFFIX = ".blocks"
+
+
+def blocks_name(shard: str) -> str:
+    """The file beside shard `shard` holding its block checksums: `train-00000-of-00004.bin.blocks`."""
+    return shard + BLOCKS_SUFFIX
 
 
 class WrongKindError(ValueError):

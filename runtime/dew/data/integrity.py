@@ -40,18 +40,48 @@ def _crc32c() -> Any:
     return google_crc32c
 
 
-class Digest:
-    """sha256, and crc32c when google-crc32c is installed, of bytes fed in order."""
+# The block checksums writers record beside each shard: crc32c of every BLOCK_BYTES bytes (the last
+# block may be shorter), which a reader fetching a byte range checks the blocks it covers against.
+BLOCK_BYTES = 4096
 
-    def __init__(self) -> None:
+
+class Digest:
+    """sha256, and crc32c when google-crc32c is installed, of bytes fed in order; with `block_bytes`,
+    also the crc32c of each block of that many bytes (`blocks`, big-endian uint32s)."""
+
+    def __init__(self, block_bytes: int = 0) -> None:
         self._sha256 = hashlib.sha256()
         self._module = _crc32c()
         self._crc = 0
+        self.block_bytes = block_bytes if self._module is not None else 0
+        self._blocks = bytearray()
+        self._block_crc = 0
+        self._block_fill = 0
 
     def update(self, block: bytes) -> None:
         self._sha256.update(block)
         if self._module is not None:
             self._crc = self._module.extend(self._crc, block)
+        if self.block_bytes:
+            view = memoryview(block)
+            while view:
+                take = min(len(view), self.block_bytes - self._block_fill)
+                self._block_crc = self._module.extend(self._block_crc, bytes(view[:take]))
+                self._block_fill += take
+                view = view[take:]
+                if self._block_fill == self.block_bytes:
+                    self._end_block()
+
+    def _end_block(self) -> None:
+        self._blocks += self._block_crc.to_bytes(4, "big")
+        self._block_crc = self._block_fill = 0
+
+    @property
+    def blocks(self) -> bytes:
+        """The block checksums so far, the partial last block included; b"" without block_bytes."""
+        if self._block_fill:
+            return bytes(self._blocks) + self._block_crc.to_bytes(4, "big")
+        return bytes(self._blocks)
 
     @property
     def sha256(self) -> str:
@@ -61,6 +91,21 @@ class Digest:
     def crc32c(self) -> str:
         """Eight hex digits, or "" without google-crc32c (meta.json then records none)."""
         return f"{self._crc:08x}" if self._module is not None else ""
+
+
+def has_crc32c() -> bool:
+    """Whether google-crc32c is installed (block checksums need it)."""
+    return _crc32c() is not None
+
+
+def crc32c_value(data: bytes) -> int:
+    """crc32c of `data` (needs google-crc32c)."""
+    return int(_crc32c().value(data))
+
+
+def digest_bytes(data: bytes) -> str:
+    """crc32c of `data` as eight hex digits (needs google-crc32c)."""
+    return f"{_crc32c().value(data):08x}"
 
 
 def digests(path: str) -> tuple[str, str]:

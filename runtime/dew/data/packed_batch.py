@@ -52,6 +52,10 @@ class PackedBatch:
         """[windows, window] int32 of a stream in which each piece's document begins at its `origins`
         entry; `fill` in every cell no piece reaches."""
         sources = (np.asarray(origins, dtype=np.int64) + self.starts).tolist()
+        many = getattr(values, "spans_of", None)  # a stream that reads many spans at once (gs:// by range)
+        if many is not None:
+            parts = many(sources, self.lengths)
+            return self._fill(lambda piece: parts[piece], fill)
         return self._fill(lambda piece: values[sources[piece] : sources[piece] + self.lengths[piece]], fill)
 
     def copy(self, read: Callable[[int, int, int], np.ndarray], *, fill: int = 0) -> np.ndarray:

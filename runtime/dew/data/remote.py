@@ -81,6 +81,11 @@ def cache_dir() -> str:
     return os.environ.get("DEW_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dew")
 
 
+def blocks_dir() -> str:
+    """Where dew.data.blockcache keeps shards read by range: its own ledger bounds it, not _make_room."""
+    return os.path.join(cache_dir(), "blocks")
+
+
 def cache_budget() -> int:
     return int(os.environ.get("DEW_CACHE_BYTES", _DEFAULT_BUDGET))
 
@@ -162,6 +167,7 @@ def _session() -> Any:
         import google.auth.exceptions
         import google.auth.transport.requests
         import requests
+        import requests.adapters
 
         if os.environ.get("STORAGE_EMULATOR_HOST"):
             session = requests.Session()
@@ -176,6 +182,9 @@ def _session() -> Any:
                     "GOOGLE_APPLICATION_CREDENTIALS at a service account key file"
                 ) from error
             session = google.auth.transport.requests.AuthorizedSession(credentials)
+        # Range reads keep many requests in flight at once (dew.data.ranges): one pooled connection each.
+        for scheme in ("http://", "https://"):
+            session.mount(scheme, requests.adapters.HTTPAdapter(pool_maxsize=64))
         _SESSION = (os.getpid(), session)
     return _SESSION[1]
 
@@ -206,15 +215,16 @@ def bucket_missing(uri: str) -> bool:
     return False
 
 
-def _get(uri: str, url: str, params: dict[str, str]) -> Any:
-    """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError."""
+def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | None = None) -> Any:
+    """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError.
+    With a Range header only 206 (the range) is an answer: a 200 would be the whole object."""
     import requests
 
     try:
-        response = _session().get(url, params=params, stream=True, timeout=_TIMEOUTS)
+        response = _session().get(url, params=params, headers=headers, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
         raise _Transient(f"{type(error).__name__}: {error}") from error
-    if response.status_code == 200:
+    if response.status_code == (206 if headers and "Range" in headers else 200):
         return response
     response.close()
     if response.status_code == 404:
@@ -390,7 +400,9 @@ def _make_room(incoming: int) -> None:
     """Deletes least recently used cached files until `incoming` more bytes fit in the budget."""
     root, budget = cache_dir(), cache_budget()
     files = []
-    for directory, _, names in os.walk(root):
+    for directory, subdirectories, names in os.walk(root):
+        if directory == root and "blocks" in subdirectories:
+            subdirectories.remove("blocks")  # blocks_dir(), which keeps its own ledger
         for name in names:
             if name.endswith((".lock", _CRC_SUFFIX)) or ".part-" in name:
                 continue

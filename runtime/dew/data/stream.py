@@ -21,6 +21,7 @@ from dew.data.loading import Loading
 from dew.data.order import Order
 from dew.data.partition import DataPartition
 from dew.data.ramp import Schedule
+from dew.data.readahead import InProcess
 
 if TYPE_CHECKING:
     import grain
@@ -80,28 +81,6 @@ class _ShareRows:
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
-class _InProcess:
-    """Steps read one after another in the caller's thread, from `step` on.
-
-    One trip through Grain's prefetching iterator costs about as much as reading a batch of windows
-    off a memmap, and reader threads in the training process only contend with it for the GIL; a
-    worker process is what overlaps reads with training.
-    """
-
-    def __init__(self, reads: _ShareRows, step: int) -> None:
-        self.reads, self.step = reads, step
-
-    def __next__(self) -> Any:
-        batch = self.reads(self.step)
-        if batch is None:
-            raise RuntimeError("this data iterator is closed")
-        self.step += 1
-        return batch
-
-    def close(self) -> None:
-        """Nothing runs on its own; _Started.close waits out a read another thread is in."""
-
-
 def _through_grain(reads: _ShareRows, step: int, stop: int, loading: Loading) -> grain.IterDataset:
     """Grain running `reads` for steps [step, stop), up to `loading.threads` steps at a time."""
     import grain
@@ -137,13 +116,13 @@ class _Started:
 
     def __init__(
         self,
-        iterator: grain.DatasetIterator | _InProcess,
+        iterator: grain.DatasetIterator | InProcess,
         *,
         from_workers: bool,
         rows: _ShareRows | None,
         stop_seconds: float,
     ) -> None:
-        self.iterator: grain.DatasetIterator | _InProcess | None = iterator
+        self.iterator: grain.DatasetIterator | InProcess | None = iterator
         self.from_workers, self.rows, self.stop_seconds = from_workers, rows, stop_seconds
 
     def __next__(self) -> Any:
@@ -180,11 +159,13 @@ class GlobalStream:
         *,
         steps: int | None = None,
         synchronous: bool = False,
+        remote: bool = False,
     ) -> None:
         self.order, self.schedule, self.partition, self.loading = order, schedule, partition, loading
+        self.remote = remote
         self.steps = steps
         # Without worker processes, a kind whose reads are plain copies reads in the caller's thread
-        # (_InProcess); one that decodes (images, clips) keeps Grain's reader threads, which overlap
+        # (readahead.InProcess); one that decodes (images, clips) keeps Grain's reader threads, which overlap
         # the decoding that releases the GIL.
         self.synchronous = synchronous
         # A share count that does not divide the final batch is refused now; one that does not divide an
@@ -227,12 +208,14 @@ class GlobalStream:
     def _start(self) -> _Started:
         self._check_stages_ahead(self._next_step)
         reads = _ShareRows(self.order, self.schedule, self.partition)
-        iterator: grain.DatasetIterator | _InProcess
+        iterator: grain.DatasetIterator | InProcess
         stop = _ENDLESS if self.steps is None else self.steps
         if self.loading.workers:
             iterator = iter(workers.prefetch(_through_grain(reads, self._next_step, stop, self.loading), self.loading))
         elif self.synchronous:
-            iterator = _InProcess(reads, self._next_step)
+            # Over gs:// the reads of the next steps are in flight while this one trains (readahead).
+            ahead = self.loading.read_buffer // self.partition.rows(self.schedule.final) if self.remote else 0
+            iterator = InProcess(reads, self._next_step, stop, ahead=ahead)
         else:
             iterator = iter(_through_grain(reads, self._next_step, stop, self.loading))
         self._started = _Started(
@@ -302,11 +285,18 @@ class GlobalReader:
     loading: Loading
     steps: int | None = None
     synchronous: bool = False
+    remote: bool = False  # it reads gs:// corpora: an in-process stream reads ahead
 
     def __call__(self, partition: DataPartition | None = None) -> GlobalStream:
         partition = partition or DataPartition()
         return GlobalStream(
-            self.order, self.schedule, partition, self.loading, steps=self.steps, synchronous=self.synchronous
+            self.order,
+            self.schedule,
+            partition,
+            self.loading,
+            steps=self.steps,
+            synchronous=self.synchronous,
+            remote=self.remote,
         )
 
     def __repr__(self) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 import numpy as np
 
-from dew.data import formats, remote
+from dew.data import formats, ranges, remote
 from dew.data.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
@@ -30,8 +31,14 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         kind = kinds.pop()
         if kind == "bin":
             return TokenBytes(path, split=split)
-        files = [formats.verify_shard(path, s) for s in shards]
         tokens = meta.tokens
+        ranged = None
+        if kind == "parquet" and remote.is_remote(path) and all(ranges.is_ranged(s) for s in shards):
+            # Footers and row groups read by range, every block checked (dew.data.ranges).
+            files = [os.path.join(path, s.name) for s in shards]
+            ranged = [ranges.RangedShard(f, s) for f, s in zip(files, shards, strict=True)]
+        else:
+            files = [formats.verify_shard(path, s) for s in shards]
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
         common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
@@ -40,7 +47,7 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
             pieces = offline_pieces(path, meta, split, field or "")
             return TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
         pieces = offline_pieces(path, meta, split, field)
-        return TokenColumn(files, column=field, pieces=pieces, shards=checked, **common)
+        return TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     if path.endswith(".bin"):

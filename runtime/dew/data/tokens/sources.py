@@ -13,12 +13,12 @@ instead of reaching an embedding lookup.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dew.data import formats, remote
+from dew.data import formats, ranges, remote
 from dew.data.codec import unpack_field
 from dew.data.extras import require
 from dew.data.pieces import PieceIndex, ends_at
@@ -95,11 +95,13 @@ class TokenBytes:
     path is one file, or a committed corpus directory whose `split` shards read as one stream (their
     sizes checked against meta.json now, their checksums when each is first mapped). The dtype and
     vocabulary are meta.json's where there is one, else uint16 (nanoGPT's layout) and unchecked ids.
-    eos_id defaults to the corpus's own.
+    eos_id defaults to the corpus's own. A gs:// directory whose shards carry block checksums is read
+    by range (dew.data.ranges) instead of through memmaps of whole downloaded shards.
     """
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
         self.path = path
+        self._ranged: tuple[ranges.RangedShard, ...] | None = None
         if formats.is_directory(path):
             meta = formats.read_meta(path, kind="tokens")
             shards = meta.shards(split)
@@ -113,6 +115,9 @@ class TokenBytes:
             self.files = tuple(
                 os.path.join(path, s.name) if remote_corpus else formats.verify_shard(path, s) for s in shards
             )
+            if remote_corpus and all(ranges.is_ranged(s) for s in shards):
+                # Read by range: a batch fetches the blocks its windows lie in (dew.data.ranges).
+                self._ranged = tuple(ranges.RangedShard(f, s) for f, s in zip(self.files, shards, strict=True))
             self.dtype = np.dtype(meta.tokens.dtype)
             self.vocab_size: int | None = meta.tokens.vocab_size
             self._fingerprint = meta.fingerprint()
@@ -170,6 +175,9 @@ class TokenBytes:
 
     def __getitem__(self, span: slice) -> np.ndarray:
         start, stop = _bounds(span, len(self))
+        if self._ranged is not None:
+            rows = ranges.read_spans(self._ranged, self.ends, self.dtype, np.array([start]), stop - start)
+            return self._checked(rows[0], start)
         if len(self.files) == 1:
             return self._checked(self._ids(0)[start:stop], start)
         first = int(np.searchsorted(self.ends, start, side="right"))
@@ -204,6 +212,8 @@ class TokenBytes:
         # One reduction instead of min and max: a negative start, seen unsigned, is past any length.
         if int(starts.view(np.uint64).max()) > len(self) - length:
             raise IndexError(f"spans of {length} ids from {starts.tolist()} reach outside {len(self)} ids")
+        if self._ranged is not None:
+            return self._checked(ranges.read_spans(self._ranged, self.ends, self.dtype, starts, length), 0, starts)
         # One fancy index per shard into a window view of its memmap: slicing an np.memmap row by row
         # costs more in its Python __getitem__ than the copy does. Rows that cross shards are joined.
         if len(self.files) == 1:
@@ -217,6 +227,16 @@ class TokenBytes:
         for row in np.flatnonzero(~within).tolist():
             out[row] = self[int(starts[row]) : int(starts[row]) + length]
         return self._checked(out, 0, starts)
+
+    def spans_of(self, starts: Sequence[int], lengths: Sequence[int]) -> list[np.ndarray]:
+        """self[s : s + n] for each (s, n); over gs:// every piece's blocks are fetched in one read."""
+        if self._ranged is None:
+            return [self[s : s + n] for s, n in zip(starts, lengths, strict=True)]
+        for s, n in zip(starts, lengths, strict=True):
+            if not 0 <= s <= s + n <= len(self):
+                raise IndexError(f"ids {s}..{s + n} reach outside {len(self)} ids")
+        read = ranges.read_pieces(self._ranged, self.ends, self.dtype, starts, lengths)
+        return [self._checked(ids, s) for ids, s in zip(read, starts, strict=True)]
 
     def _base(self, shard: int) -> int:
         return int(self.ends[shard - 1]) if shard else 0
@@ -283,10 +303,13 @@ def _verify(paths: Sequence[str], shards: Sequence[formats.Shard] | None) -> Non
         formats.verify_shard(os.path.dirname(path), shard, checksum=True)
 
 
-def _parquet_file(pq: Any, path: str) -> Any:
-    """pyarrow's ParquetFile over `path`, its errors (which name no file) naming it."""
+def _parquet_file(pq: Any, path: str, ranged: Mapping[str, ranges.RangedShard] | None = None) -> Any:
+    """pyarrow's ParquetFile over `path` (read by range when `ranged` holds it), its errors (which name
+    no file) naming it."""
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(ranges.RangedFile(ranged[path]) if ranged and path in ranged else path)
+    except formats.DamagedError:
+        raise  # a block that failed its checksum, named by shard and block
     except (OSError, ValueError) as error:  # ArrowInvalid is a ValueError, ArrowIOError an OSError
         raise ValueError(f"{path} is not a readable parquet file ({error}); rerun the preprocess job") from None
 
@@ -311,17 +334,20 @@ class TokenColumn(_Pieces):
         pieces: PieceIndex | None = None,
         shards: Sequence[formats.Shard] | None = None,
         vocab_size: int | None = None,
+        ranged: Sequence[ranges.RangedShard] | None = None,
     ) -> None:
         pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
 
         self.paths, self.dtype, self.eos_id = tuple(paths), np.dtype(dtype), eos_id
         self.vocab_size = vocab_size
+        # gs:// files read by range, footer and row groups alike: no file is fetched whole.
+        self.ranged = {shard.uri: shard for shard in ranged or ()}
         if not self.paths:
             raise ValueError("TokenColumn needs at least one parquet file")
         _verify(self.paths, shards)  # every footer is read now, so every file is checked now
         names, groups, group_rows, file_rows = [], [], [], []
         for path in self.paths:
-            file = _parquet_file(pq, path)  # the footer only: row group sizes, no column data
+            file = _parquet_file(pq, path, self.ranged)  # the footer only: row group sizes, no column data
             columns = file.schema_arrow.names
             name = column if column is not None else (columns[0] if len(columns) == 1 else None)
             if name is None or name not in columns:
@@ -352,7 +378,7 @@ class TokenColumn(_Pieces):
 
         lengths = []
         for path, name in zip(self.paths, names, strict=True):
-            file, rows = _parquet_file(pq, path), []
+            file, rows = _parquet_file(pq, path, self.ranged), []
             for group in range(file.num_row_groups):
                 values = file.read_row_group(group, columns=[name]).column(0)
                 rows.append(pc.fill_null(pc.list_value_length(values), 0).to_numpy().astype(np.int64))
@@ -369,7 +395,7 @@ class TokenColumn(_Pieces):
             pq = require("pyarrow.parquet", for_what="TokenColumn over parquet")
             path, group = self.groups[index]
             try:
-                table = pq.ParquetFile(path).read_row_group(group, columns=[self.column])
+                table = _parquet_file(pq, path, self.ranged).read_row_group(group, columns=[self.column])
             except (OSError, ValueError) as error:
                 raise formats.DamagedError(
                     f"{path} row group {group} cannot be read ({error}); the file is damaged"

@@ -1,0 +1,201 @@
+"""A token corpus on gs:// read by range, through a proxy that adds latency and caps bandwidth.
+
+The GCS emulator runs in a process of its own on 127.0.0.1, and in front of it, in another, the test
+suite's FaultProxy adding LATENCY s to every request and sending every body at most BANDWIDTH bytes/s
+together. A corpus of .bin shards with block checksums is read by TokenWindows (seq_len 2048, batch
+32) three ways, each from an empty cache:
+- first batch: the bytes fetched for it against the bytes of its windows, and what the whole-shard
+  path (the same corpus with meta.json's block fields removed) fetched for the same batch;
+- one epoch with DEW_CACHE_BYTES = corpus / 5: bytes fetched against the corpus, and the most disk the
+  cache held (allocated blocks, sampled after every step) against the budget;
+- steady state: tokens/s over the steps after the first few, as a ratio to the same corpus read from
+  local disk in this run (the baseline), at 20 ms and at 100 ms a request.
+Run: .venv/bin/python benchmarks/bench_gcs_ranges.py   (about a minute)
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import sys
+import tempfile
+import time
+from multiprocessing.synchronize import Event
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from bench_gcs_cache import _free_port, _serve
+
+from dew.data import Loading, blockcache, datasets, formats, ranges, remote
+from tests.runtime.token_support import write_corpus
+
+BASELINE = "TokenWindows over the same corpus on local disk, in the same run"
+SHARDS, DOCS, SEQ_LEN, BATCH = 16, 4000, 2048, 32
+BANDWIDTH = 200e6  # bytes/s, every request together
+STEADY_STEPS = 40
+
+
+def _proxy(upstream: str, port_file: str, latency: float, stop: Event) -> None:
+    from tests.gcs_faults import FaultProxy
+
+    proxy = FaultProxy(upstream, latency=latency, bandwidth=BANDWIDTH).start()
+    with open(port_file, "w") as f:
+        f.write(proxy.url)
+    stop.wait(timeout=600)
+    proxy.stop()
+
+
+def _read_when_written(path: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                if text := f.read():
+                    return text
+        time.sleep(0.05)
+    raise RuntimeError(f"the proxy did not start within 30 s ({path})")
+
+
+def _wait(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nothing answered on 127.0.0.1:{port} within 30 s") from None
+            time.sleep(0.1)
+
+
+def _upload(local: str, uri: str, *, drop_blocks: bool = False) -> None:
+    fs = remote._filesystem()
+    for name in sorted(os.listdir(local)):
+        with open(os.path.join(local, name), "rb") as f:
+            data = f.read()
+        if name == formats.META and drop_blocks:  # the corpus as a writer before block checksums left it
+            meta = formats.Meta.from_json(json.loads(data))
+            for shards in meta.splits.values():
+                for shard in shards:
+                    object.__setattr__(shard, "block_bytes", 0)
+                    object.__setattr__(shard, "blocks_crc32c", "")
+            data = json.dumps(meta.to_json()).encode()
+        with fs.open(f"{uri}/{name}", "wb") as f:
+            f.write(data)
+    fs.invalidate_cache()
+
+
+def _fresh_cache(scratch: str, budget: int) -> None:
+    """An empty cache directory of its own (the ledger's connections stay with the old one)."""
+    cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+    os.environ["DEW_CACHE_DIR"], os.environ["DEW_CACHE_BYTES"] = cache, str(budget)
+    ranges._SUMS.clear()
+    remote._CHECKED.clear()
+
+
+def _stream(path: str, read_buffer: int = 128) -> Any:
+    loading = Loading(workers=0, read_buffer=read_buffer)  # 128: 4 steps of 32 read ahead over gs://
+    data = datasets.TokenWindows(path=path, seq_len=SEQ_LEN, val_batches=None, loading=loading)
+    return data.load(batch=BATCH)
+
+
+def _steady(path: str) -> tuple[float, float]:
+    """(tokens/s, range requests/s) over STEADY_STEPS steps after three to start."""
+    with _stream(path).train() as stream:
+        for _ in range(3):
+            next(stream)
+        start, requests = time.perf_counter(), ranges.FETCHED.requests
+        for _ in range(STEADY_STEPS):
+            next(stream)
+        seconds = time.perf_counter() - start
+    return STEADY_STEPS * BATCH * (SEQ_LEN + 1) / seconds, (ranges.FETCHED.requests - requests) / seconds
+
+
+def main() -> None:
+    print(f"baseline: {BASELINE}")
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    port = _free_port()
+    emulator = spawn.Process(target=_serve, args=(port, stop), daemon=True)
+    emulator.start()
+    _wait(port)
+    upstream = f"http://127.0.0.1:{port}"
+    os.environ["STORAGE_EMULATOR_HOST"] = upstream
+    rows, children = [], [emulator]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            rng = np.random.default_rng(0)
+            docs = [rng.integers(1, 60000, rng.integers(200, 1000)) for _ in range(DOCS)]
+            local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=4096)
+            corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+            uri, whole = "gs://dew-bench/ranged", "gs://dew-bench/whole"
+            _upload(local, uri)
+            _upload(local, whole, drop_blocks=True)
+            local_rate, _ = _steady(local)
+            # The emulator without the proxy: the ceiling this machine's emulator sets, whatever the latency.
+            rows.append(_measure(scratch, uri, whole, corpus, 0.0, local_rate))
+            for latency in (0.02, 0.1):
+                port_file = os.path.join(scratch, f"proxy-{latency}")
+                proxy = spawn.Process(target=_proxy, args=(upstream, port_file, latency, stop), daemon=True)
+                proxy.start()
+                children.append(proxy)
+                os.environ["STORAGE_EMULATOR_HOST"] = _read_when_written(port_file)
+                rows.append(_measure(scratch, uri, whole, corpus, latency, local_rate))
+    finally:
+        stop.set()
+        for child in children:
+            child.join(timeout=30)
+    print(f"corpus: {SHARDS} .bin shards, {corpus / 1e6:.1f} MB; windows of {SEQ_LEN + 1} ids, batch {BATCH}")
+    print(
+        f"link: the proxy's latency a request, {BANDWIDTH / 1e6:.0f} MB/s cap; local: {local_rate / 1e6:.1f} M tokens/s"
+    )
+    for row in rows:
+        print(row)
+
+
+def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, local_rate: float) -> str:
+    batch_bytes = BATCH * (SEQ_LEN + 1) * 2
+    _fresh_cache(scratch, 64 << 30)
+    before = ranges.FETCHED.bytes
+    with _stream(whole, read_buffer=1).train() as stream:
+        next(stream)
+    whole_first = sum(
+        os.path.getsize(os.path.join(d, n))
+        for d, _, ns in os.walk(remote.cache_dir())
+        for n in ns
+        if n.endswith(".bin")
+    )
+    _fresh_cache(scratch, 64 << 30)
+    before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+    with _stream(uri, read_buffer=1).train() as stream:  # nothing read ahead: the first batch alone
+        next(stream)
+        first = ranges.FETCHED.bytes - before
+        index = ranges.FETCHED.index_bytes - index
+    budget = corpus // 5
+    _fresh_cache(scratch, budget)
+    before, most = ranges.FETCHED.bytes, 0
+    steps = corpus // batch_bytes
+    with _stream(uri).train() as stream:
+        for _ in range(steps):
+            next(stream)
+            most = max(most, blockcache.allocated())
+    epoch = ranges.FETCHED.bytes - before
+    _fresh_cache(scratch, budget)
+    rate, requests = _steady(uri)
+    where = f"{latency * 1000:.0f} ms" if latency else "direct"
+    return (
+        f"{where:>6}: first batch {first / batch_bytes:.2f}x its bytes (+ {index / 1e3:.0f} kB of block "
+        f"indexes; whole shards: {whole_first / batch_bytes:.0f}x) | epoch, cache corpus/5: {epoch / corpus:.2f}x the "
+        f"corpus fetched, disk held at most {most / budget:.2f}x the budget | steady {rate / 1e6:.2f} M tokens/s = "
+        f"{rate / local_rate:.3f}x local ({requests:.0f} range requests/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()

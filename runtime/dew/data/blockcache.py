@@ -1,0 +1,252 @@
+"""The host's cache of gs:// shard blocks: sparse local mirrors, bounded on disk at every moment.
+
+Each shard read by range (dew.data.ranges) has a mirror file under $DEW_CACHE_DIR/blocks holding only
+the blocks fetched so far; the rest are holes and take no disk. One SQLite ledger beside them, shared
+by every process of the host, records per page (PAGE_BLOCKS blocks of a mirror) which blocks are held,
+the disk they take and when the page was last used. A process that brings new blocks takes the
+ledger's write lock, punches out least recently used pages (fallocate PUNCH_HOLE, which frees the disk
+at once even while another process has the mirror open) until the new blocks fit in
+$DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never hold more than the
+budget, with no directory walk, and no evicted file lingering open.
+
+Nothing read from a mirror is trusted: every block is checked against its recorded crc32c as it is
+read (a punched block reads as zeros and fails), so an eviction racing a read costs a refetch, never a
+wrong byte. The ledger charges a page its blocks rounded up to the filesystem's block, plus one block
+for the extent records a fragmented file needs, so the allocated size of the mirrors (st_blocks) stays
+within what it counts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from dew.data import remote
+
+if TYPE_CHECKING:
+    import sqlite3
+
+PAGE_BLOCKS = 16
+# Bytes an extent record may take on disk, with room for the index blocks above the leaves (ext4's are
+# 12 bytes, 340 to a 4 KiB leaf); a page of PAGE_BLOCKS blocks holds at most PAGE_BLOCKS // 2 extents.
+_EXTENT = 16
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
+_LEDGER = threading.local()
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER,
+                                  PRIMARY KEY (path, page));
+CREATE INDEX IF NOT EXISTS pages_used ON pages (used);
+CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS total (id INTEGER PRIMARY KEY CHECK (id = 0), bytes INTEGER);
+INSERT OR IGNORE INTO total VALUES (0, 0);
+"""
+
+
+def _ledger() -> sqlite3.Connection:
+    """This thread's connection to the host's ledger (one per thread, process id and cache directory)."""
+    root = remote.blocks_dir()
+    held = getattr(_LEDGER, "connection", None)
+    if held is None or held[0] != os.getpid() or held[1] != root:
+        import sqlite3
+
+        os.makedirs(root, exist_ok=True)
+        connection = sqlite3.connect(os.path.join(root, "ledger.sqlite"), timeout=600, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.executescript(_SCHEMA)
+        _LEDGER.connection = held = (os.getpid(), root, connection)
+    return held[2]
+
+
+def _fs_block() -> int:
+    return os.statvfs(remote.blocks_dir()).f_bsize
+
+
+def charge(block_bytes: int, blocks: int) -> int:
+    """Disk bytes `blocks` blocks of one page of `block_bytes` may take: each rounded out to whole
+    filesystem blocks (one that does not start on one may straddle two), plus the page's extent records."""
+    fs = _fs_block()
+    each = -(-block_bytes // fs) * fs + (fs if block_bytes % fs else 0)
+    return each * blocks + _EXTENT * (PAGE_BLOCKS // 2 + 1) if blocks else 0
+
+
+def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
+    """The blocks of each of `pages` of mirror `path` the ledger says are held, by page (each block is
+    still checked as it is read)."""
+    pages = sorted(set(pages))
+    found: dict[int, set[int]] = {page: set() for page in pages}
+    for lo in range(0, len(pages), 500):
+        chunk = pages[lo : lo + 500]
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT page, mask FROM pages WHERE path = ? AND page IN ({marks})"
+        for page, mask in _ledger().execute(query, (path, *chunk)):
+            found[page] = _blocks_of(mask)
+    return found
+
+
+def _blocks_of(mask: bytes) -> set[int]:
+    value = int.from_bytes(mask, "little")
+    return {bit for bit in range(PAGE_BLOCKS) if value >> bit & 1}
+
+
+def _mask(blocks: Iterable[int]) -> bytes:
+    value = 0
+    for bit in blocks:
+        value |= 1 << bit
+    return value.to_bytes(PAGE_BLOCKS // 8, "little")
+
+
+def store(
+    writes: Mapping[str, Mapping[int, bytes]], block_bytes: Mapping[str, int], touched: Mapping[str, Iterable[int]]
+) -> int:
+    """Writes the fetched blocks `writes` (mirror path → block index → bytes) into their mirrors, evicting
+    least recently used pages first so the ledger's total stays within the budget, and marks the pages
+    in `touched` (mirror path → pages read) as just used. Blocks that cannot fit even in an empty cache
+    are left out (the caller has them in memory). Returns the bytes evicted."""
+    budget, now = remote.cache_budget(), time.time_ns()
+    ledger = _ledger()
+    ledger.execute("BEGIN IMMEDIATE")
+    try:
+        keep = {(path, page) for path, pages in touched.items() for page in pages}
+        keep |= {(path, block // PAGE_BLOCKS) for path, blocks in writes.items() for block in blocks}
+        plan, incoming = [], 0
+        for path, blocks in writes.items():
+            by_page: dict[int, dict[int, bytes]] = {}
+            for block, data in blocks.items():
+                by_page.setdefault(block // PAGE_BLOCKS, {})[block % PAGE_BLOCKS] = data
+            for page, new in by_page.items():
+                query = "SELECT mask, bytes FROM pages WHERE path = ? AND page = ?"
+                row = ledger.execute(query, (path, page)).fetchone()
+                have = _blocks_of(row[0]) if row else set()
+                after = have | set(new)
+                cost = charge(block_bytes[path], len(after)) - (row[1] if row else 0)
+                plan.append((path, page, new, after, cost))
+                incoming += cost
+        for path in writes:
+            if ledger.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
+                plan.insert(0, (path, None, {}, set(), _fs_block()))  # its first extent tree block, first
+                incoming += _fs_block()
+        total = ledger.execute("SELECT bytes FROM total").fetchone()[0]
+        evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
+        total -= evicted
+        unregistered = {path for path, page, *_ in plan if page is None}
+        for path, page, new, after, cost in plan:
+            if total + cost > budget or (page is not None and path in unregistered):
+                continue  # larger than what the budget leaves: served from memory, not cached
+            if page is None:
+                ledger.execute("INSERT INTO files VALUES (?)", (path,))
+                unregistered.discard(path)
+                total += cost
+                continue
+            _write(path, block_bytes[path], page, new)
+            ledger.execute(
+                "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
+                (path, page, _mask(after), charge(block_bytes[path], len(after)), now),
+            )
+            total += cost
+        for path, page in keep:
+            ledger.execute("UPDATE pages SET used = ? WHERE path = ? AND page = ?", (now, path, page))
+        ledger.execute("UPDATE total SET bytes = ?", (total,))
+        ledger.execute("COMMIT")
+    except BaseException:
+        ledger.execute("ROLLBACK")
+        raise
+    return evicted
+
+
+def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) -> int:
+    """Punches out least recently used pages, other than `keep`, until `need` bytes are freed.
+
+    The oldest pages come from the ledger's index on last use, a few at a time: an eviction reads the
+    pages it frees (and the kept ones it passes), never the whole ledger.
+    """
+    freed = passed = 0
+    query = "SELECT path, page, bytes FROM pages ORDER BY used LIMIT 64 OFFSET ?"
+    while freed < need:
+        rows = ledger.execute(query, (passed,)).fetchall()
+        if not rows:
+            break
+        for path, page, size in rows:
+            if freed >= need:
+                break
+            if (path, page) in keep:
+                passed += 1  # it stays, ahead of the rows still to come
+                continue
+            _punch(path, page)
+            ledger.execute("DELETE FROM pages WHERE path = ? AND page = ?", (path, page))
+            freed += size
+    return freed
+
+
+def _punch(path: str, page: int) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    length = PAGE_BLOCKS * _block_bytes_of(path)
+    offset = page * length
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if libc.fallocate(fd, mode, ctypes.c_int64(offset), ctypes.c_int64(length)) != 0:
+            code = ctypes.get_errno()
+            raise OSError(
+                code,
+                f"cannot free cached blocks of {path} ({os.strerror(code)}): the dew block cache needs a "
+                "filesystem that punches holes (ext4, xfs, tmpfs); point DEW_CACHE_DIR at one",
+            )
+    finally:
+        os.close(fd)
+
+
+def _block_bytes_of(path: str) -> int:
+    """A mirror's block size, from its name: `<cache key>-<block bytes>/<shard name>`."""
+    return int(os.path.basename(os.path.dirname(path)).rpartition("-")[2])
+
+
+def mirror(key: str, name: str, block_bytes: int) -> str:
+    """The mirror file of the shard `name` cached under `key`, with blocks of `block_bytes`."""
+    return os.path.join(remote.blocks_dir(), f"{key}-{block_bytes}", name)
+
+
+def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for block, data in blocks.items():
+            os.pwrite(fd, data, (page * PAGE_BLOCKS + block) * block_bytes)
+    finally:
+        os.close(fd)
+
+
+def read_blocks(path: str, blocks: Iterable[int], block_bytes: int) -> dict[int, bytes]:
+    """The bytes the mirror holds at each of `blocks` (zeros for a hole; b"" past its end), unchecked."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return {}
+    try:
+        return {block: os.pread(fd, block_bytes, block * block_bytes) for block in blocks}
+    finally:
+        os.close(fd)
+
+
+def used() -> int:
+    """The bytes the ledger counts as held by every mirror of the host."""
+    return int(_ledger().execute("SELECT bytes FROM total").fetchone()[0])
+
+
+def allocated() -> int:
+    """The disk the mirrors take now (their allocated blocks, st_blocks), the ledger left out: a
+    diagnostic that walks the directory, never called on a read."""
+    total = 0
+    for directory, _, names in os.walk(remote.blocks_dir()):
+        for name in names:
+            if not name.startswith("ledger.sqlite"):
+                total += os.stat(os.path.join(directory, name)).st_blocks * 512
+    return total

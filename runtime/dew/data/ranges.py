@@ -1,0 +1,267 @@
+"""Reading committed gs:// shards by byte range: a batch costs the blocks its records lie in.
+
+A shard whose meta.json entry records block checksums (formats.Shard.block_bytes) is never fetched
+whole. A read names byte ranges of shards; they are rounded out to whole blocks, the blocks this
+host's block cache (dew.data.blockcache) holds are read from it, and the rest are fetched with HTTP
+Range requests: runs of adjacent blocks coalesced into one request of at most _MAX_RUN bytes, up to
+$DEW_GCS_REQUESTS (default 32) requests of a process in flight at once, each under remote's retry
+policy (429 with Retry-After, 5xx, resets, short bodies). Every block, fetched or cached, is checked
+against its crc32c before any of its bytes is handed out; a block that fails again after
+_CRC_TRIES fetches is damage, refused naming the shard and the block.
+
+The block checksums of a shard (`<shard>.blocks`, 4 bytes a block) are read once per process when it
+first reads that shard, checked against meta.json's blocks_crc32c: the one index read per shard.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import blockcache, formats, integrity, remote
+
+_MAX_RUN = 8 << 20
+_CRC_TRIES = 3
+_DEFAULT_REQUESTS = 32
+_POOL: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+_SUMS: dict[str, np.ndarray] = {}
+_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass
+class Counters:
+    """What this process asked of object storage through range reads: requests and body bytes, and the
+    block checksum files read."""
+
+    requests: int = 0
+    bytes: int = 0
+    index_reads: int = 0
+    index_bytes: int = 0
+
+    def add(self, **counts: int) -> None:
+        with _LOCK:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+
+FETCHED = Counters()
+
+
+def requests_in_flight() -> int:
+    return max(1, int(os.environ.get("DEW_GCS_REQUESTS", _DEFAULT_REQUESTS)))
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():  # threads do not survive a fork
+        _POOL = (os.getpid(), concurrent.futures.ThreadPoolExecutor(requests_in_flight(), "dew-range"))
+    return _POOL[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class RangedShard:
+    """A committed gs:// shard that can be read by range: its URI and its meta.json entry."""
+
+    uri: str
+    shard: formats.Shard
+
+    def __post_init__(self) -> None:
+        if not self.shard.block_bytes:
+            raise ValueError(f"{self.uri}: meta.json records no block checksums, so it is read whole")
+
+    @property
+    def block_bytes(self) -> int:
+        return self.shard.block_bytes
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.uri}\0{self.shard.sha256}".encode()).hexdigest()[:24]
+
+    def mirror(self) -> str:
+        return blockcache.mirror(self.key, self.shard.name, self.block_bytes)
+
+    def block_size(self, block: int) -> int:
+        return min(self.block_bytes, self.shard.bytes - block * self.block_bytes)
+
+    def sums(self) -> np.ndarray:
+        """The shard's block checksums, read once per process and checked against meta.json."""
+        sums = _SUMS.get(self.key)
+        if sums is None:
+            where = self.uri + formats.BLOCKS_SUFFIX
+            try:
+                raw = remote.read_bytes(where)
+            except FileNotFoundError:
+                raise formats.DamagedError(f"{where} is missing; {remote.OVERWRITE}") from None
+            FETCHED.add(index_reads=1, index_bytes=len(raw))
+            count = -(-self.shard.bytes // self.block_bytes)
+            if len(raw) != 4 * count or integrity.digest_bytes(raw) != self.shard.blocks_crc32c:
+                raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
+            sums = _SUMS[self.key] = np.frombuffer(raw, dtype=">u4").astype(np.uint32)
+        return sums
+
+    def good(self, block: int, data: bytes) -> bool:
+        return len(data) == self.block_size(block) and integrity.crc32c_value(data) == int(self.sums()[block])
+
+
+def is_ranged(shard: formats.Shard) -> bool:
+    """Whether a shard is read by range: its writer recorded block checksums, google-crc32c (which checks
+    them) is installed, and $DEW_GCS_RANGES is not 0 (which fetches every shard whole, as before)."""
+    wanted = os.environ.get("DEW_GCS_RANGES", "1").strip().lower() not in ("0", "false", "no", "off")
+    return wanted and bool(shard.block_bytes) and integrity.has_crc32c()
+
+
+def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
+    """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first."""
+    need: dict[RangedShard, set[int]] = {}
+    for shard, lo, hi in requests:
+        if not 0 <= lo <= hi <= shard.shard.bytes:
+            raise IndexError(f"{shard.uri}: bytes {lo}..{hi} are outside its {shard.shard.bytes}")
+        if hi > lo:
+            need.setdefault(shard, set()).update(range(lo // shard.block_bytes, (hi - 1) // shard.block_bytes + 1))
+    unknown = [s for s in need if s.key not in _SUMS]
+    list(_pool().map(RangedShard.sums, unknown))  # the index reads of shards new to this process, at once
+    got: dict[RangedShard, dict[int, bytes]] = {}
+    touched: dict[str, set[int]] = {}
+    runs = []
+    for shard, blocks in need.items():
+        path = shard.mirror()
+        pages = blockcache.held_pages(path, (b // blockcache.PAGE_BLOCKS for b in blocks))
+        touched[path] = set(pages)
+        held = [b for b in blocks if b % blockcache.PAGE_BLOCKS in pages[b // blockcache.PAGE_BLOCKS]]
+        cached = blockcache.read_blocks(path, held, shard.block_bytes)
+        got[shard] = {b: data for b, data in cached.items() if shard.good(b, data)}
+        runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
+    writes: dict[str, dict[int, bytes]] = {}
+    for shard, fetched in _pool().map(lambda run: (run[0], _fetch(*run)), runs):
+        got[shard].update(fetched)
+        writes.setdefault(shard.mirror(), {}).update(fetched)
+    block_bytes = {s.mirror(): s.block_bytes for s in need}
+    blockcache.store(writes, block_bytes, touched)
+    out = []
+    for shard, lo, hi in requests:
+        if hi == lo:
+            out.append(b"")
+            continue
+        first, last = lo // shard.block_bytes, (hi - 1) // shard.block_bytes
+        joined = b"".join(got[shard][b] for b in range(first, last + 1))
+        at = first * shard.block_bytes
+        out.append(joined[lo - at : hi - at])
+    return out
+
+
+def _runs(shard: RangedShard, blocks: list[int]) -> list[tuple[RangedShard, int, int]]:
+    """Sorted missing blocks as (shard, first, last) runs of adjacent blocks, each at most _MAX_RUN bytes."""
+    runs: list[tuple[RangedShard, int, int]] = []
+    most = max(1, _MAX_RUN // shard.block_bytes)
+    for block in blocks:
+        if runs and runs[-1][2] == block - 1 and block - runs[-1][1] < most:
+            runs[-1] = (shard, runs[-1][1], block)
+        else:
+            runs.append((shard, block, block))
+    return runs
+
+
+def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
+    """Blocks first..last of a shard, by one Range request (retried), each checked against its crc32c."""
+    import requests
+
+    lo = first * shard.block_bytes
+    hi = min(shard.shard.bytes, (last + 1) * shard.block_bytes)
+    url = remote._object_url(shard.uri, media=True)
+    failures = [0]
+
+    def attempt() -> dict[int, bytes]:
+        FETCHED.add(requests=1)
+        with remote._get(shard.uri, url, {"alt": "media"}, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
+            try:
+                body = b"".join(response.iter_content(1 << 20))
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
+                raise remote._Transient(f"body cut off: {error}") from error
+        FETCHED.add(bytes=len(body))
+        if len(body) != hi - lo:
+            raise remote._Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
+        blocks = {
+            b: body[(b - first) * shard.block_bytes : (b - first + 1) * shard.block_bytes]
+            for b in range(first, last + 1)
+        }
+        bad = [b for b, data in blocks.items() if not shard.good(b, data)]
+        if bad:
+            failures[0] += 1
+            message = f"{shard.uri}: block {bad[0]} (bytes from {bad[0] * shard.block_bytes}) fails its crc32c"
+            if failures[0] >= _CRC_TRIES:
+                raise formats.DamagedError(f"{message} in {failures[0]} fetches; {remote.OVERWRITE}")
+            raise remote._Transient(message)
+        return blocks
+
+    try:
+        return remote._retrying(shard.uri, attempt)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{shard.uri} is listed in meta.json but missing; {remote.OVERWRITE}") from None
+
+
+def read_pieces(
+    shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: Sequence[int], lengths: Sequence[int]
+) -> list[np.ndarray]:
+    """ids [start, start + length) of a stream held in `shards` (ending at ids `ends`) for each pair, in
+    one read, so the ranges of every piece, in every shard, are fetched together."""
+    requests, parts = [], []
+    item = dtype.itemsize
+    for start, length in zip(starts, lengths, strict=True):
+        stop, at, count = start + length, start, 0
+        shard = int(np.searchsorted(ends, start, side="right"))
+        while at < stop:
+            base = int(ends[shard - 1]) if shard else 0
+            end = min(stop, int(ends[shard]))
+            requests.append((shards[shard], (at - base) * item, (end - base) * item))
+            at, shard, count = end, shard + 1, count + 1
+        parts.append(count)
+    got = iter(read(requests))
+    return [np.frombuffer(b"".join(next(got) for _ in range(count)), dtype=dtype) for count in parts]
+
+
+def read_spans(
+    shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: np.ndarray, length: int
+) -> np.ndarray:
+    """[len(starts), length] ids of a stream held in `shards`: read_pieces of equal lengths."""
+    starts = np.asarray(starts, dtype=np.int64).tolist()
+    rows = read_pieces(shards, ends, dtype, starts, [length] * len(starts))
+    return np.stack(rows) if rows else np.empty((0, length), dtype=dtype)
+
+
+class RangedFile(io.RawIOBase):
+    """A read-only file over a gs:// shard read by range, for readers that take file objects (pyarrow):
+    each read fetches (or takes from the cache) only the blocks it covers, checked."""
+
+    def __init__(self, shard: RangedShard) -> None:
+        super().__init__()
+        self.shard, self.name, self._at = shard, shard.uri, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self.shard.shard.bytes}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def readinto(self, buffer: Any) -> int:
+        count = max(0, min(len(buffer), self.shard.shard.bytes - self._at))
+        if count:
+            (data,) = read([(self.shard, self._at, self._at + count)])
+            memoryview(buffer).cast("B")[:count] = data
+            self._at += count
+        return count

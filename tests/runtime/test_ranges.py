@@ -1,0 +1,217 @@
+"""gs:// token shards read by range: the bytes of a local copy, blocks checked, a cache bounded on disk."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from dew.data import blockcache, formats, ranges, remote
+from dew.data.tokens.sources import TokenBytes
+from tests.conftest import BUCKET
+from tests.gcs_faults import Fault
+from tests.runtime.token_support import write_corpus
+
+pytestmark = pytest.mark.gcs
+BLOCK = 512
+
+
+def _upload_directory(local: str, uri: str) -> None:
+    fs = remote._filesystem()
+    for name in sorted(os.listdir(local)):
+        with open(os.path.join(local, name), "rb") as source, fs.open(f"{uri}/{name}", "wb") as target:
+            target.write(source.read())
+    fs.invalidate_cache()
+
+
+def _corpus(tmp_path, name: str, *, shards: int = 5, docs: int = 40, block_bytes: int = BLOCK) -> tuple[str, str]:
+    """A committed corpus written locally and copied to gs://: (local directory, gs:// URI)."""
+    rng = np.random.default_rng(len(name))
+    documents = [rng.integers(0, 60000, rng.integers(50, 400)) for _ in range(docs)]
+    local = write_corpus(str(tmp_path / name), {"train": documents}, shards=shards, block_bytes=block_bytes)
+    uri = f"gs://{BUCKET}/{name}"
+    _upload_directory(local, uri)
+    return local, uri
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / "cache"))
+    return str(tmp_path / "cache")
+
+
+def _fetched() -> tuple[int, int, int]:
+    return ranges.FETCHED.requests, ranges.FETCHED.bytes, ranges.FETCHED.index_reads
+
+
+def test_windows_read_by_range_are_the_local_copys(gcs_emulator, cache, tmp_path) -> None:
+    local, uri = _corpus(tmp_path, "ranges-same", docs=300)
+    near, far = TokenBytes(local), TokenBytes(uri)
+    assert far._ranged is not None and len(far) == len(near)
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, len(near) - 300, 24)
+    starts[:4] = [int(e) - 100 for e in near.ends[:-1]]  # rows that cross from one shard into the next
+    before = _fetched()
+    np.testing.assert_array_equal(far.spans(starts, 300), near.spans(starts, 300))
+    requests, fetched, index_reads = (a - b for a, b in zip(_fetched(), before, strict=True))
+    spans = _byte_ranges(near, starts, 300)
+    blocks = {(s, b) for s, lo, hi in spans for b in range(lo // BLOCK, (hi - 1) // BLOCK + 1)}
+    assert fetched == sum(min(BLOCK, near.ends[s] * 2 - (near._base(s) * 2 + b * BLOCK)) for s, b in blocks)
+    assert fetched < 0.5 * sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    assert index_reads == len({s for s, _ in blocks}) and requests <= len(blocks)
+    np.testing.assert_array_equal(far[100:5000], near[100:5000])
+    whole = [n for d, _, names in os.walk(cache) for n in names if n.endswith(".bin") and remote.blocks_dir() not in d]
+    assert not whole, "no shard was fetched whole"
+    # A second read of the same windows is served by the host's block cache, every block checked again.
+    before = _fetched()
+    np.testing.assert_array_equal(TokenBytes(uri).spans(starts, 300), near.spans(starts, 300))
+    assert _fetched()[:2] == before[:2]
+
+
+def _byte_ranges(tokens: TokenBytes, starts: np.ndarray, length: int) -> list[tuple[int, int, int]]:
+    out = []
+    for start in starts.tolist():
+        at, stop = start, start + length
+        while at < stop:
+            shard = int(np.searchsorted(tokens.ends, at, side="right"))
+            end = min(stop, int(tokens.ends[shard]))
+            out.append((shard, (at - tokens._base(shard)) * 2, (end - tokens._base(shard)) * 2))
+            at = end
+    return out
+
+
+def test_range_requests_survive_throttling_resets_and_short_bodies(gcs_faults, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_REQUESTS", "1")  # one request at a time, so each fault lands on a range
+    local, uri = _corpus(tmp_path, "ranges-faults", shards=2)
+    tokens = TokenBytes(uri)
+    shard = r"ranges-faults%2Ftrain-00000-of-00002\.bin\?alt=media$"
+    gcs_faults.inject(
+        Fault("429", path=shard, ranged=True, retry_after="0"),
+        Fault("503", path=shard, ranged=True),
+        Fault("reset", path=shard, ranged=True),
+        Fault("truncate", path=shard, ranged=True, fraction=0.3),
+        Fault("slow", path=shard, ranged=True, pieces=3, pause=0.02),
+    )
+    starts = np.arange(0, int(tokens.ends[0]) - 200, 700)
+    np.testing.assert_array_equal(tokens.spans(starts, 200), TokenBytes(local).spans(starts, 200))
+    assert not gcs_faults.pending(), "every scheduled fault met a range request"
+    assert gcs_faults.count(shard) == len(gcs_faults.ranged) > 5, "the shard was only ever asked for by range"
+
+
+def test_a_damaged_block_is_refused_naming_shard_and_block(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    local, uri = _corpus(tmp_path, "ranges-damaged", shards=1)
+    name = formats.shard_name("train", 0, 1, "bin")
+    with open(os.path.join(local, name), "rb") as f:
+        data = bytearray(f.read())
+    data[3 * BLOCK + 7] ^= 0xFF  # same size, one byte of block 3 flipped
+    fs = remote._filesystem()
+    with fs.open(f"{uri}/{name}", "wb") as f:
+        f.write(bytes(data))
+    tokens = TokenBytes(uri)
+    np.testing.assert_array_equal(tokens[0:BLOCK], TokenBytes(local)[0:BLOCK])  # blocks 0-1 are intact
+    with pytest.raises(formats.DamagedError, match=rf"{name}: block 3 .* fails its crc32c in 3 fetches"):
+        tokens[3 * BLOCK // 2 : 3 * BLOCK // 2 + 10]
+
+
+def _disk_held() -> int:
+    """Allocated bytes of the block cache's files, plus those of deleted files this process holds open."""
+    held = blockcache.allocated()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.endswith(" (deleted)"):
+                held += os.fstat(int(fd)).st_blocks * 512
+        except OSError:
+            continue
+    return held
+
+
+def test_disk_held_stays_within_the_budget_over_an_epoch_of_a_corpus_five_times_the_cache(
+    gcs_emulator, cache, tmp_path, monkeypatch
+) -> None:
+    local, uri = _corpus(tmp_path, "ranges-epoch", shards=6, docs=4500, block_bytes=4096)
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    budget = corpus // 5
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
+    near, far = TokenBytes(local), TokenBytes(uri)
+    length = 2048
+    order = np.random.default_rng(1).permutation((len(near) - 1) // length) * length
+    most, fetched = 0, ranges.FETCHED.bytes
+    for batch in np.array_split(order, max(1, len(order) // 4)):
+        np.testing.assert_array_equal(far.spans(batch, length + 1), near.spans(batch, length + 1))
+        held = _disk_held()
+        assert held <= budget, f"the cache holds {held} bytes on disk, over its {budget}-byte budget"
+        assert blockcache.used() <= budget
+        most = max(most, held)
+    assert most > budget // 2, "the cache was used"
+    assert ranges.FETCHED.bytes - fetched >= corpus * 0.9  # every window was read from gs://, not elsewhere
+
+
+def test_dew_gcs_ranges_0_fetches_whole_shards_as_before(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RANGES", "0")
+    local, uri = _corpus(tmp_path, "ranges-off", shards=2)
+    tokens = TokenBytes(uri)
+    assert tokens._ranged is None
+    np.testing.assert_array_equal(tokens[10:900], TokenBytes(local)[10:900])
+    whole = [n for d, _, names in os.walk(cache) for n in names if n.endswith(".bin") and remote.blocks_dir() not in d]
+    assert whole == [formats.shard_name("train", 0, 2, "bin")]
+
+
+def _read_in_batches(args: tuple[str, list[int], int]) -> tuple[bytes, int]:
+    """A worker process: the windows at `starts`, eight at a time, and the most disk the host's cache held."""
+    uri, starts, length = args
+    tokens, out, most = TokenBytes(uri), [], 0
+    for at in range(0, len(starts), 8):
+        out.append(tokens.spans(np.array(starts[at : at + 8]), length).tobytes())
+        most = max(most, blockcache.allocated())
+    return b"".join(out), most
+
+
+def test_worker_processes_share_one_bounded_cache(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    import multiprocessing
+
+    local, uri = _corpus(tmp_path, "ranges-shared", shards=4, docs=3000, block_bytes=4096)
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    budget = corpus // 4
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
+    near, length = TokenBytes(local), 1500
+    rng = np.random.default_rng(2)
+    jobs = [(uri, rng.integers(0, len(near) - length, 48).tolist(), length) for _ in range(3)]
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        results = pool.map(_read_in_batches, jobs, chunksize=1)
+    for (_, starts, _), (data, most) in zip(jobs, results, strict=True):
+        assert data == near.spans(np.array(starts), length).tobytes()
+        assert most <= budget
+    assert blockcache.used() <= budget and blockcache.allocated() <= blockcache.used()
+    pages = blockcache._ledger().execute("SELECT SUM(bytes) FROM pages").fetchone()[0] or 0
+    files = blockcache._ledger().execute("SELECT COUNT(*) FROM files").fetchone()[0]
+    assert blockcache.used() == pages + files * blockcache._fs_block(), "the ledger's total is what its rows hold"
+
+
+def test_a_parquet_token_corpus_reads_footers_and_row_groups_by_range(gcs_emulator, cache, tmp_path) -> None:
+    from dew.data.pieces import PIECES, PieceIndex
+    from dew.data.tokens.corpus import open_tokens
+    from tests.runtime.token_support import documents
+
+    docs = documents(2000, seed=4, longest=300)
+    local = write_corpus(str(tmp_path / "pq"), {"train": docs}, kind="parquet", shards=3, block_bytes=4096)
+    # The row index the tokenize job writes beside a parquet split, so nothing scans the shards.
+    lengths = [np.array([len(docs[i]) for i in group]) for group in np.array_split(np.arange(len(docs)), 3)]
+    index = formats.derived_path(local, "train", PIECES)
+    PieceIndex.of_lengths(lengths, field="ids").save(index, formats.read_meta(local).fingerprint())
+    uri = f"gs://{BUCKET}/ranges-parquet"
+    _upload_directory(local, uri)
+    before = ranges.FETCHED.bytes
+    near, far = open_tokens(local), open_tokens(uri)
+    assert far.ranged and len(far) == len(near)
+    for lo, hi in ((0, 50), (len(near) // 2, len(near) // 2 + 700), (len(near) - 90, len(near))):
+        np.testing.assert_array_equal(far[lo:hi], near[lo:hi])
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    fetched = ranges.FETCHED.bytes - before
+    assert 0 < fetched < corpus / 2, "footers (pyarrow reads the last 64 KiB) and the row groups read, not whole files"
+    whole = [
+        n for d, _, names in os.walk(cache) for n in names if n.endswith(".parquet") and remote.blocks_dir() not in d
+    ]
+    assert not whole, "no parquet shard was fetched whole"

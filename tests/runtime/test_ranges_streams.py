@@ -1,0 +1,119 @@
+"""Token streams over gs:// shards read by range: the batches of a local copy, a resume that crosses
+between the two, and per-host reads that scale with the host's share of a batch, not the shard count."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from dew.data import Loading, datasets, ranges, remote
+from dew.data.tokens.sources import TokenBytes
+from dew.data.tokens.windows import TokenWindowSource
+from tests.conftest import BUCKET
+from tests.runtime.token_support import documents, write_corpus
+from tests.support import assert_batches_equal, read_global
+
+pytestmark = pytest.mark.gcs
+
+
+def _upload_directory(local: str, uri: str) -> None:
+    fs = remote._filesystem()
+    for name in sorted(os.listdir(local)):
+        with open(os.path.join(local, name), "rb") as source, fs.open(f"{uri}/{name}", "wb") as target:
+            target.write(source.read())
+    fs.invalidate_cache()
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / "cache"))
+    return str(tmp_path / "cache")
+
+
+@pytest.fixture
+def corpus(gcs_emulator, tmp_path) -> tuple[str, str]:
+    local = write_corpus(
+        str(tmp_path / "streams"), {"train": documents(80, seed=7), "val": documents(16)}, shards=4, block_bytes=4096
+    )
+    uri = f"gs://{BUCKET}/ranged-streams"
+    _upload_directory(local, uri)
+    return local, uri
+
+
+@pytest.mark.parametrize("spec", [datasets.TokenWindows, datasets.PackedTokens])
+def test_a_gs_stream_is_the_local_ones_and_resumes_across_the_two(corpus, cache, spec) -> None:
+    local, uri = corpus
+    serial = Loading(workers=0, read_buffer=8)
+    here = spec(path=local, seq_len=8, loading=serial).load(batch=4)
+    there = spec(path=uri, seq_len=8, loading=serial).load(batch=4)
+    assert there.train.remote and not here.train.remote
+    assert (
+        isinstance(there.train.order.corpora[0].source.tokens._ranged, tuple) if spec is datasets.TokenWindows else True
+    )
+    full, end = read_global(here.train, 1, 9)
+    remote_full, remote_end = read_global(there.train, 2, 9)
+    assert_batches_equal(full, remote_full)
+    assert _unnamed(remote_end) == _unnamed(end)
+    for first, then in ((there, here), (here, there)):
+        head, state = read_global(first.train, 2, 4)
+        tail, tail_end = read_global(then.train, 4, 5, state)
+        assert_batches_equal(full, head + tail)
+        assert _unnamed(tail_end) == _unnamed(end)
+
+
+def _unnamed(state: dict) -> tuple:
+    """A position without the corpus's path, which names where it was read, not what."""
+    return state["records"], sorted(state["tokens"].values())
+
+
+def test_per_host_reads_follow_the_hosts_share_of_a_batch_not_the_shard_count(gcs_emulator, cache, tmp_path) -> None:
+    """4096 shares of a global batch of 8192 windows: each host reads 2 windows a step. Its range requests
+    and bytes are bounded by those 2 windows' blocks, and stay so on a corpus with 4x the shards."""
+    shares, batch, seq_len, block = 4096, 8192, 1024, 4096
+    window_bytes = (seq_len + 1) * 2
+    per_window = -(-window_bytes // block) + 1  # blocks one window can touch
+    seen = []
+    for shards in (8, 32):
+        local = write_corpus(
+            str(tmp_path / f"s{shards}"),
+            {"train": documents(2000, seed=1, longest=400)},
+            shards=shards,
+            block_bytes=block,
+        )
+        uri = f"gs://{BUCKET}/share-math-{shards}"
+        _upload_directory(local, uri)
+        source = TokenWindowSource(TokenBytes(uri), seq_len)
+        rng = np.random.default_rng(shards)
+        for _ in range(4):  # four steps of one host: batch // shares windows of the global order each
+            mine = rng.choice(len(source), batch // shares, replace=False)
+            before = (ranges.FETCHED.requests, ranges.FETCHED.bytes, ranges.FETCHED.index_reads)
+            rows = source.read_batch(mine)["text"]
+            np.testing.assert_array_equal(rows, TokenWindowSource(TokenBytes(local), seq_len).read_batch(mine)["text"])
+            requests, fetched, index_reads = (
+                now - then
+                for now, then in zip(
+                    (ranges.FETCHED.requests, ranges.FETCHED.bytes, ranges.FETCHED.index_reads), before, strict=True
+                )
+            )
+            local_windows = batch // shares
+            assert requests <= local_windows * per_window, "range requests grow with the host's windows only"
+            assert fetched <= local_windows * per_window * block
+            assert index_reads <= 2 * local_windows, "a block index for each shard a window touches, at most"
+            seen.append((requests, fetched))
+    assert max(r for r, _ in seen) <= 2 * per_window  # the same bound on 8 shards and on 32
+
+
+def test_a_packed_batch_over_gs_is_one_read_of_every_piece(corpus, cache, monkeypatch) -> None:
+    local, uri = corpus
+    calls = []
+    real = ranges.read
+    monkeypatch.setattr(ranges, "read", lambda requests: calls.append(len(requests)) or real(requests))
+    source = datasets.PackedTokens(path=uri, seq_len=64).load(batch=4).train.order.corpora[0].source
+    here = datasets.PackedTokens(path=local, seq_len=64).load(batch=4).train.order.corpora[0].source
+    windows = np.arange(min(8, len(source)))
+    calls.clear()
+    got = source.read_batch(windows)
+    assert len(calls) == 1 and calls[0] >= len(windows), "every piece of the batch in one read"
+    assert_batches_equal([here.read_batch(windows)], [got])
