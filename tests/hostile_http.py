@@ -344,11 +344,11 @@ def reason(behaviour: str, retries: int) -> str | None:
     return "http_error" if behaviour == "busy" and not retries else BEHAVIOURS[behaviour]
 
 
-def fetches(behaviour: str, requests: int, retries: int) -> int:
-    """The finished fetches `requests` attempts at a url of `behaviour` are, once no fetch of it is running."""
+def fetches(behaviour: str, requests: int, retries: int) -> float:
+    """The finished fetches `requests` attempts at a url of `behaviour` are, once no fetch of it is running
+    (a fraction while one is)."""
     if behaviour in RETRIED:
-        assert requests % (retries + 1) == 0, (behaviour, requests, retries)
-        return requests // (retries + 1)
+        return requests / (retries + 1)
     if behaviour == "busy" and retries:
         return max(0, requests - 1)
     return requests
