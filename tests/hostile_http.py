@@ -32,7 +32,7 @@ DRIP_SECONDS = 0.5  # a dripping answer's pace: one byte each
 IMAGES = 64  # image i exists for i < IMAGES; every url of a test gets its own i
 CUT = 64  # the bytes a lying Content-Length is off by
 _TICK = 0.1
-_SIDES = (176, 208)  # height, width of every image
+SIDES = (176, 208)  # height, width of every image
 
 # behaviour → the reason a fetcher with at least one retry drops it for; None where the image is fetched.
 BEHAVIOURS: dict[str, str | None] = {
@@ -69,7 +69,7 @@ def image(i: int) -> bytes:
         raise ValueError(f"there are images 0..{IMAGES - 1}, not {i}")
     photo = (data.astronaut, data.coffee, data.chelsea, data.rocket)[i % 4]()
     step = i // 4  # 16 crops a photograph, 7 px apart along both sides
-    pixels = np.ascontiguousarray(photo[7 * step : 7 * step + _SIDES[0], 9 * step : 9 * step + _SIDES[1], :3])
+    pixels = np.ascontiguousarray(photo[7 * step : 7 * step + SIDES[0], 9 * step : 9 * step + SIDES[1], :3])
     buffer = io.BytesIO()
     if i % 2:
         Image.fromarray(pixels).save(buffer, format="PNG")
