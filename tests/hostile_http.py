@@ -15,13 +15,15 @@ redirects to.
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import functools
 import io
+import signal
 import socket
 import struct
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 
@@ -344,22 +346,39 @@ def reason(behaviour: str, retries: int) -> str | None:
     return "http_error" if behaviour == "busy" and not retries else BEHAVIOURS[behaviour]
 
 
-def fetches(behaviour: str, requests: int, retries: int) -> float:
-    """The finished fetches `requests` attempts at a url of `behaviour` are, once no fetch of it is running
-    (a fraction while one is)."""
+def outcomes(behaviour: str, requests: int, retries: int) -> dict[str | None, float]:
+    """The finished fetches `requests` attempts at a url of `behaviour` are, by reason (None: fetched), once no
+    fetch of it is running (fractions while one is)."""
     if behaviour in RETRIED:
-        return requests / (retries + 1)
-    if behaviour == "busy" and retries:
-        return max(0, requests - 1)
-    return requests
+        return {BEHAVIOURS[behaviour]: requests / (retries + 1)}
+    if behaviour == "busy":  # the first request only is refused: with a retry left it is asked again
+        if retries:
+            return {None: max(0, requests - 1)}
+        return {"http_error": min(1, requests), None: max(0, requests - 1)}
+    return {BEHAVIOURS[behaviour]: requests}
+
+
+class Hung(Exception):
+    """A test ran past its hang guard."""
 
 
 @contextlib.contextmanager
 def bounded(seconds: float) -> Iterator[None]:
-    """A hang guard, never a speed test: a run still going after `seconds` dumps every thread's stack and ends
-    the test process, rather than leaving the suite hung."""
-    faulthandler.dump_traceback_later(seconds, exit=True)
+    """A hang guard, never a speed test: a block still running after `seconds` fails with Hung, which shows
+    every thread's stack. Main thread only (SIGALRM), where pytest runs tests."""
+
+    def hung(signum: int, frame: object) -> None:
+        stacks = "\n".join(
+            f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(stack))}"
+            for names in [{t.ident: t.name for t in threading.enumerate()}]
+            for ident, stack in sys._current_frames().items()
+        )
+        raise Hung(f"still running after {seconds:g} s; every thread's stack:\n{stacks}")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

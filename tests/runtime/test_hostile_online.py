@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -14,10 +15,13 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dew.data
 from dew.data import DataPartition, Loading
@@ -30,7 +34,7 @@ pytest.importorskip("cv2")
 pytest.importorskip("datasets")
 pytest.importorskip("skimage.data")
 
-from tests.hostile_http import HostileWeb, behaviour_of, bounded, fetches
+from tests.hostile_http import BEHAVIOURS, HostileWeb, behaviour_of, bounded, outcomes
 
 SIZE = 64
 TIMEOUT, RETRIES = 2, 1
@@ -65,50 +69,75 @@ def settled(check: Callable[[], bool], seconds: float) -> bool:
     return check()
 
 
-def test_every_batched_image_is_its_urls_own_and_every_fetch_is_counted(hostile_web: HostileWeb, tmp_path) -> None:
-    web = hostile_web
-    rows = web.every_behaviour(0)
-    rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
-    good = sum(web.outcome(url, RETRIES) is None for url in rows)
-    batches_wanted = -(-2 * good // 4)  # more images than a pass holds: every url is fetched at least once
-    loading = Loading(workers=0, threads=8, worker_buffer=2)
+def read_and_rest(
+    web: HostileWeb, rows: list[str], source: str, *, batch: int, batches: int, retries: int, threads: int = 8
+) -> Any:
+    """Reads `batches` batches from a stream over `rows`, waits for its pool to rest and checks its books: every
+    attempt the server saw belongs to a finished fetch counted under its url's reason, and every batched image
+    is the one its url served. The stream's stats at rest."""
     spec = OnlineImages(
-        (saved_rows(tmp_path / "rows", rows),),
+        (source,),
         image_size=SIZE,
         min_image_size=SIZE,
         timeout=TIMEOUT,
-        retries=RETRIES,
-        loading=loading,
+        retries=retries,
+        loading=Loading(workers=0, threads=threads, worker_buffer=1),
         fetch=FetchPolicy(per_host=8),
     )
-    with bounded(GUARD), spec.load(batch=4).train(DataPartition()) as stream:
-        batches = [next(stream) for _ in range(batches_wanted)]
+    with bounded(GUARD), spec.load(batch=batch).train(DataPartition()) as stream:
+        taken = [next(stream) for _ in range(batches)]
 
         def counted() -> dict[str, float]:
-            # Once the reader takes no more batches the pool comes to rest; then every attempt the server saw
-            # belongs to a finished fetch, counted under its url's reason.
             want: collections.Counter[str] = collections.Counter()
             for url in rows:
                 if url not in web.bad_urls():
-                    requests = web.main.requests_to(url)
-                    want[web.outcome(url, RETRIES) or FETCHED] += fetches(behaviour_of(url)[0], requests, RETRIES)
+                    found = outcomes(behaviour_of(url)[0], web.main.requests_to(url), retries)
+                    want.update({reason or FETCHED: n for reason, n in found.items()})
             return {reason: n for reason, n in want.items() if n}
 
         def at_rest() -> bool:
+            # The reader takes no more batches, so every fetch thread comes to wait with an image in hand.
             got = {reason: n for reason, n in stream.stats().counts.items() if n and reason != BAD_URL}
             return got == counted()
 
         assert settled(at_rest, GUARD / 2), (stream.stats().counts, counted())
         stats = stream.stats()
-    for batch in batches:
-        assert batch["image"].shape == (4, SIZE, SIZE, 3)
-        for image, caption in zip(batch["image"], batch["caption"], strict=True):
+    for taken_batch in taken:
+        assert taken_batch["image"].shape == (batch, SIZE, SIZE, 3)
+        for image, caption in zip(taken_batch["image"], taken_batch["caption"], strict=True):
             url = rows[int(caption)]
             assert np.array_equal(image, own_pixels(web, url)), f"row {caption} holds another image than {url}"
+    assert stats.fetched + stats.dropped == stats.finished
+    return stats
+
+
+def test_every_batched_image_is_its_urls_own_and_every_fetch_is_counted(hostile_web: HostileWeb, tmp_path) -> None:
+    web = hostile_web
+    rows = web.every_behaviour(0)
+    rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
+    good = sum(web.outcome(url, RETRIES) is None for url in rows)
+    # More images than a pass holds, so every url is fetched at least once.
+    source = saved_rows(tmp_path / "rows", rows)
+    stats = read_and_rest(web, rows, source, batch=4, batches=-(-2 * good // 4), retries=RETRIES)
     assert stats.counts[BAD_URL] > 0
     reasons = {web.outcome(url, RETRIES) or FETCHED for url in rows}
     assert reasons == {reason for reason, n in stats.counts.items() if n}, stats.counts
-    assert stats.fetched + stats.dropped == stats.finished
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    behaviours=st.lists(st.sampled_from(sorted(BEHAVIOURS)), min_size=1, max_size=8), retries=st.sampled_from([0, 1])
+)
+def test_a_random_mix_of_behaviours_through_the_stream(tmp_path_factory, behaviours: list[str], retries: int) -> None:
+    web = HostileWeb()  # a fresh pair each example: what a url answers may depend on what it was asked before
+    try:
+        rows = [web.url(behaviour, i) for i, behaviour in enumerate(behaviours)]
+        rows += [web.url("honest", i) for i in range(len(rows), len(rows) + 3)]
+        random.Random(len(rows)).shuffle(rows)
+        source = saved_rows(tmp_path_factory.mktemp("rows"), rows)
+        read_and_rest(web, rows, source, batch=2, batches=2, retries=retries, threads=3)
+    finally:
+        web.stop()
 
 
 _TRAINER = """
