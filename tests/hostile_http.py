@@ -55,10 +55,17 @@ BEHAVIOURS: dict[str, str | None] = {
     "loop": "redirect_loop",  # /loop/i → /loop/i/b → /loop/i/c → /loop/i/b
     "html": "no_image",  # an HTML page sent as image/jpeg
     "missing": "http_error",  # 404
+    "smuggle": None,  # Content-Length and chunked both, the image chunked, then a second response after it
+    "early_hints": None,  # 103 Early Hints, then the image
+    "close_delimited": None,  # HTTP/1.0 with no Content-Length: the image ends where the connection does
+    "no_content": "http_error",  # 204, then another image's whole response nobody asked for
+    "cl_twice": "http_error",  # two Content-Length headers that disagree
+    "huge_head": "http_error",  # a header block of 96 KiB
 }
+_FINAL = frozenset({"missing", "no_content"})  # error statuses no retry asks again
 # Behaviours whose every attempt fails: a fetch of one makes retries + 1 requests; every other makes one
 # (busy: two, the first time).
-RETRIED = frozenset(b for b, reason in BEHAVIOURS.items() if reason in ("timeout", "http_error") and b != "missing")
+RETRIED = frozenset(b for b, reason in BEHAVIOURS.items() if reason in ("timeout", "http_error") and b not in _FINAL)
 
 
 @functools.cache
@@ -273,6 +280,24 @@ class HostileServer:
             conn.sendall(_response(b"", "text/plain", status="302 Found", Location=after))
         elif behaviour == "html":
             conn.sendall(_response(b"<!doctype html><html><body>not an image</body></html>", "image/jpeg"))
+        elif behaviour == "smuggle":
+            head = _head("200 OK", {"Content-Type": kind, "Content-Length": "10", "Transfer-Encoding": "chunked"})
+            smuggled = image((i + 1) % IMAGES)
+            conn.sendall(head + b"".join(_chunks(body)) + b"0\r\n\r\n" + _response(smuggled, _kind(i + 1)))
+        elif behaviour == "early_hints":
+            conn.sendall(_head("103 Early Hints", {"Link": "</style.css>; rel=preload"}) + _response(body, kind))
+        elif behaviour == "close_delimited":
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: " + kind.encode() + b"\r\n\r\n" + body)
+            return False
+        elif behaviour == "no_content":
+            smuggled = image((i + 1) % IMAGES)
+            conn.sendall(_head("204 No Content", {}) + _response(smuggled, _kind(i + 1)))
+        elif behaviour == "cl_twice":
+            conn.sendall(_head("200 OK", {"Content-Type": kind, "Content-Length": str(len(body))})[:-2])
+            conn.sendall(b"Content-Length: %d\r\n\r\n" % (len(body) - CUT) + body)
+        elif behaviour == "huge_head":
+            filler = "".join(f"X-Filler-{n}: {'x' * 1000}\r\n" for n in range(96)).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\n" + filler + b"Content-Length: %d\r\n\r\n" % len(body) + body)
         else:
             conn.sendall(_response(b"no such image", "text/plain", status="404 Not Found"))
         return True
