@@ -8,7 +8,7 @@ request came on, so a lying answer and an honest one meet on one connection, as 
 
 The server is threaded, listens on 127.0.0.1 only, never waits on a client without looking at its stop
 event, and stops by itself after LIFETIME seconds if no one stops it. `requests` counts, per path, the
-requests that are attempts of a fetch (see `_counted`); a second server (`other`) is where "elsewhere"
+requests that are attempts of a fetch (see `_count`); a second server (`other`) is where "elsewhere"
 redirects to.
 """
 
@@ -17,15 +17,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import signal
 import socket
 import struct
-import sys
 import threading
 import time
-import traceback
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -381,29 +377,3 @@ def outcomes(behaviour: str, requests: int, retries: int) -> dict[str | None, fl
             return {None: max(0, requests - 1)}
         return {"http_error": min(1, requests), None: max(0, requests - 1)}
     return {BEHAVIOURS[behaviour]: requests}
-
-
-class Hung(Exception):
-    """A test ran past its hang guard."""
-
-
-@contextlib.contextmanager
-def bounded(seconds: float) -> Iterator[None]:
-    """A hang guard, never a speed test: a block still running after `seconds` fails with Hung, which shows
-    every thread's stack. Main thread only (SIGALRM), where pytest runs tests."""
-
-    def hung(signum: int, frame: object) -> None:
-        stacks = "\n".join(
-            f"--- {names.get(ident, ident)}\n{''.join(traceback.format_stack(stack))}"
-            for names in [{t.ident: t.name for t in threading.enumerate()}]
-            for ident, stack in sys._current_frames().items()
-        )
-        raise Hung(f"still running after {seconds:g} s; every thread's stack:\n{stacks}")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

@@ -16,7 +16,8 @@ from tests.preprocess.test_images_job import IN_MEMORY, read_records
 pytest.importorskip("cv2")
 pytest.importorskip("skimage.data")
 
-from tests.hostile_http import SIDES, HostileWeb, bounded
+from tests.hang_guard import bounded
+from tests.hostile_http import SIDES, HostileWeb
 
 pytestmark = pytest.mark.beam
 SIZE = 64

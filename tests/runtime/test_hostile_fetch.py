@@ -15,7 +15,8 @@ from dew.data.images.fetch import BAD_URL, REASONS, Dropped, Fetcher, FetchPolic
 
 pytest.importorskip("skimage.data")
 
-from tests.hostile_http import BEHAVIOURS, IMAGES, HostileWeb, behaviour_of, bounded, image, outcomes
+from tests.hang_guard import bounded
+from tests.hostile_http import BEHAVIOURS, IMAGES, HostileWeb, behaviour_of, image, outcomes
 
 TIMEOUT = 1.0  # seconds an attempt has: long enough for a local image on a loaded machine, short for a drip
 GUARD = 300.0  # a hang guard, never a speed test

@@ -34,7 +34,8 @@ pytest.importorskip("cv2")
 pytest.importorskip("datasets")
 pytest.importorskip("skimage.data")
 
-from tests.hostile_http import BEHAVIOURS, HostileWeb, behaviour_of, bounded, outcomes
+from tests.hang_guard import bounded
+from tests.hostile_http import BEHAVIOURS, HostileWeb, behaviour_of, outcomes
 
 SIZE = 64
 TIMEOUT, RETRIES = 2, 1
