@@ -71,6 +71,7 @@ def test_every_url_gets_its_own_bytes_beside_every_lie_on_shared_connections(hos
     assert web.main.connections < asked, "keep-alive should have carried several urls on one connection"
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     behaviours=st.lists(st.sampled_from(sorted(BEHAVIOURS)), min_size=2, max_size=10),

@@ -125,6 +125,7 @@ def test_every_batched_image_is_its_urls_own_and_every_fetch_is_counted(hostile_
     assert reasons == {reason for reason, n in stats.counts.items() if n}, stats.counts
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     behaviours=st.lists(st.sampled_from(sorted(BEHAVIOURS)), min_size=1, max_size=8), retries=st.sampled_from([0, 1])
