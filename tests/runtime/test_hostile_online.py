@@ -71,7 +71,15 @@ def settled(check: Callable[[], bool], seconds: float) -> bool:
 
 
 def read_and_rest(
-    web: HostileWeb, rows: list[str], source: str, *, batch: int, batches: int, retries: int, threads: int = 8
+    web: HostileWeb,
+    rows: list[str],
+    source: str,
+    *,
+    batch: int,
+    batches: int,
+    retries: int,
+    threads: int = 8,
+    workers: int = 0,
 ) -> Any:
     """Reads `batches` batches from a stream over `rows`, waits for its pool to rest and checks its books: every
     attempt the server saw belongs to a finished fetch counted under its url's reason, and every batched image
@@ -82,7 +90,7 @@ def read_and_rest(
         min_image_size=SIZE,
         timeout=TIMEOUT,
         retries=retries,
-        loading=Loading(workers=0, threads=threads, worker_buffer=1),
+        loading=Loading(workers=workers, threads=threads, worker_buffer=1),
         fetch=FetchPolicy(per_host=8),
     )
     with bounded(GUARD), spec.load(batch=batch).train(DataPartition()) as stream:
@@ -112,14 +120,18 @@ def read_and_rest(
     return stats
 
 
-def test_every_batched_image_is_its_urls_own_and_every_fetch_is_counted(hostile_web: HostileWeb, tmp_path) -> None:
+# In the reader's process, and in a spawned fetch process whose batches cross a multiprocessing queue.
+@pytest.mark.parametrize("workers", [0, 1])
+def test_every_batched_image_is_its_urls_own_and_every_fetch_is_counted(
+    hostile_web: HostileWeb, tmp_path, workers: int
+) -> None:
     web = hostile_web
     rows = web.every_behaviour(0)
     rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
     good = sum(web.outcome(url, RETRIES) is None for url in rows)
     # More images than a pass holds, so every url is fetched at least once.
     source = saved_rows(tmp_path / "rows", rows)
-    stats = read_and_rest(web, rows, source, batch=4, batches=-(-2 * good // 4), retries=RETRIES)
+    stats = read_and_rest(web, rows, source, batch=4, batches=-(-2 * good // 4), retries=RETRIES, workers=workers)
     assert stats.counts[BAD_URL] > 0
     reasons = {web.outcome(url, RETRIES) or FETCHED for url in rows}
     assert reasons == {reason for reason, n in stats.counts.items() if n}, stats.counts
