@@ -1,5 +1,5 @@
 """Fixtures shared by every suite: a cache directory of the session's own, a GCS emulator on 127.0.0.1,
-and a fault-injecting proxy in front of it."""
+a fault-injecting proxy in front of it, and a pair of hostile web servers for the url fetchers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.gcs_faults import FaultProxy
+from tests.hostile_http import HostileWeb
 
 BUCKET = "dew-test"
 
@@ -81,3 +82,13 @@ def gcs_faults(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
         yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture
+def hostile_web() -> Iterator[HostileWeb]:
+    """Two hostile HTTP servers on 127.0.0.1 (tests/hostile_http.py), stopped when the test ends."""
+    web = HostileWeb()
+    try:
+        yield web
+    finally:
+        web.stop()

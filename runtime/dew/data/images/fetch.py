@@ -9,7 +9,8 @@ the sockets in view, so close() can cut a fetch hung on a slow server from anoth
 - One deadline: each attempt has `timeout` seconds of wall clock for the name lookup, connect, TLS,
   every redirect, the head and the body, however the server paces its bytes; timeouts, broken
   exchanges, 429 and 5xx are retried `retries` times, other statuses are final. A fetch therefore ends
-  within timeout × (retries + 1) plus the host's backoff waits (each at most `max_wait`).
+  within timeout × (retries + 1) plus its politeness waits: the host's backoff (each at most `max_wait`)
+  and its turn among the host's `per_host` requests in flight, neither charged to the deadline.
 - Keep-alive: a connection goes back to its host only after an exchange framed exactly (a Content-Length
   met to the byte, a chunked body ended cleanly) with nothing past its end, and is dropped should
   anything arrive while it waits.
@@ -169,10 +170,15 @@ class Fetcher:
         for _ in range(self.policy.max_redirects + 1):
             with self._lock:
                 host = self._hosts.setdefault(target.origin, _Host(self.policy.per_host))
-            # A host's backoff is its own wait and not charged to the deadline.
+            # Waiting out the host's backoff and for a turn among its per_host requests is politeness, not the
+            # server's slowness: neither is charged to the deadline, so a timeout always means the server's.
             waited = self._wait_for(host, target.url)
+            waited += self._take_slot(host, target.url)
             deadline = deadline + waited if deadline else time.monotonic() + self.timeout
-            answer = self._exchange(host, target, deadline)
+            try:
+                answer = self._exchange(host, target, deadline)
+            finally:
+                host.slots.release()
             if answer.location is None:
                 return answer.body
             try:
@@ -195,9 +201,15 @@ class Fetcher:
             raise FetchClosed(url)
         return wait
 
+    def _take_slot(self, host: _Host, url: str) -> float:
+        """Waits for one of the host's per_host slots (the caller releases it); the seconds waited."""
+        started = time.monotonic()
+        while not host.slots.acquire(timeout=_TICK):
+            if self._closed.is_set():
+                raise FetchClosed(url)
+        return time.monotonic() - started
+
     def _exchange(self, host: _Host, target: urls.Target, deadline: float) -> _Answer:
-        while not host.slots.acquire(timeout=min(_TICK, max(deadline - time.monotonic(), 0.001))):
-            self._left(deadline)
         try:
             return self._request(host, target, deadline)
         except TimeoutError:
@@ -206,8 +218,6 @@ class Fetcher:
         except (OSError, Broken) as error:
             self._left(deadline)
             raise _Retry(HTTP_ERROR, f"{type(error).__name__}: {error}") from None
-        finally:
-            host.slots.release()
 
     def _request(self, host: _Host, target: urls.Target, deadline: float) -> _Answer:
         def left() -> float:

@@ -116,15 +116,24 @@ def _host(name: str, url: str) -> str:
         raise BadUrl(f"{_short(url)}: the host's %-escapes are not UTF-8") from None
     if not name or not name.strip("."):
         raise BadUrl(f"{_short(url)} has no host")
-    bad = sorted({c for c in name if c in _FORBIDDEN_IN_HOST or ord(c) < 0x20 or ord(c) == 0x7F})
-    if bad:
-        raise BadUrl(f"{_short(url)}: the host holds {''.join(bad)!r}, which no host name may")
+    if bad := _forbidden(name):
+        raise BadUrl(f"{_short(url)}: the host holds {bad!r}, which no host name may")
     if name.isascii():
         return name.lower()
     try:
-        return name.lower().encode("idna").decode("ascii")
+        encoded = name.lower().encode("idna").decode("ascii")
     except UnicodeError as error:
         raise BadUrl(f"{_short(url)}: the host {name!r} has no IDNA form ({error})") from None
+    # IDNA's mapping can itself yield what no host may hold (U+00AF, a macron, maps to a space and a combining
+    # macron): a browser refuses such a host, so the encoded form is checked again.
+    if bad := _forbidden(encoded):
+        raise BadUrl(f"{_short(url)}: the host {name!r} encodes as {encoded!r}, which holds {bad!r}")
+    return encoded
+
+
+def _forbidden(name: str) -> str:
+    """The characters of `name` no host name may hold, in order; empty when there are none."""
+    return "".join(sorted({c for c in name if c in _FORBIDDEN_IN_HOST or ord(c) < 0x20 or ord(c) == 0x7F}))
 
 
 def _encode(text: str, encoded: frozenset[str], url: str) -> str:
