@@ -119,3 +119,17 @@ def test_a_glob_of_images_counts_a_name_that_is_not_utf8(tmp_path: Path) -> None
     balanced(stats)
     assert stats["dropped"]["non_utf8_name"] == 1 and stats["images_written"] == 1
     assert written(out) == {b"a": stored(photos["astronaut.jpg"])}
+
+
+def test_a_row_file_whose_name_is_not_utf8_is_read(tmp_path: Path) -> None:
+    """Its name only seeds each row's split draw (from its bytes); its rows are UTF-8 JSON as any other."""
+    photos = good_images()
+    (tmp_path / "coffee.png").write_bytes(photos["coffee.png"])
+    rows = Path(_non_utf8(tmp_path, b"l\xe9gendes.jsonl"))
+    rows.write_text(json.dumps({"image": "coffee.png", "caption": "a cup"}) + "\n")
+    out = tmp_path / "out"
+    run_images(out, "--input", str(tmp_path / "*.jsonl"), "--size", str(SIZE), "--caption_template", "x")
+    stats = json.loads((out / "stats.json").read_text())
+    balanced(stats)
+    assert stats["images_written"] == 1
+    assert written(out) == {b"a cup": stored(photos["coffee.png"])}
