@@ -64,6 +64,11 @@ def every_mode() -> dict[str, bytes]:
         "bilevel png": saved(Image.fromarray(grey > 128), "PNG"),
         "grey alpha png": saved(Image.fromarray(np.dstack([grey, grey[::-1]])), "PNG"),
         "webp": saved(Image.fromarray(rgb), "WEBP", quality=80),
+        "gif": saved(palette, "GIF"),
+        "gif with transparency": saved(transparent, "GIF", transparency=7),
+        "bmp": saved(Image.fromarray(rgb), "BMP"),
+        "tiff": saved(Image.fromarray(rgb), "TIFF"),
+        "tiff rgba": saved(Image.fromarray(rgba), "TIFF", compression="tiff_lzw"),
     }
 
 

@@ -8,8 +8,9 @@ same buffer strip by strip, behind the rows still to be read: the stored pixels 
 strip's RGB never reaches a row not yet converted. Peak: 4 bytes a pixel for RGB, RGBA and CMYK, 3 for
 grey, palette and 16-bit grey, plus one strip. The pixels are those of Pillow's own conversion.
 
-Modes Pillow cannot decode into outside memory (bilevel, LA, 32-bit, float, and formats that decode
-elsewhere first, such as WebP) are read the plain way: same pixels, without the bound.
+PNG, JPEG, BMP and TIFF are decoded this way. Other formats (WebP and GIF decode into images of their
+own) and modes Pillow cannot decode into outside memory (bilevel, LA, 32-bit, float) are read the plain
+way: the same pixels, without the bound.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ _BUFFERED = {
     "I;16L": ("I;16L", 2),
     "I;16B": ("I;16B", 2),
 }
+# The formats whose Pillow plugins decode straight into the image they are given, palette included, as
+# tested pixel for pixel against Pillow's own decode. GIF, for one, builds its frames on images of its own.
+_BUFFERED_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
 _SIXTEEN = ("I;16", "I;16L", "I;16B", "I")
 # Bytes of stored pixels converted at a time: the only memory beyond the buffer, so part of the constant.
 _STRIP_BYTES = 4 << 20
@@ -41,7 +45,7 @@ def load_rgb(image: Any) -> np.ndarray:
     """A just-opened Pillow image (its draft already chosen) decoded to uint8 RGB [height, width, 3],
     C-contiguous. Raises what Pillow's load raises for damaged data."""
     width, height = image.size
-    plan = _BUFFERED.get(image.mode)
+    plan = _BUFFERED.get(image.mode) if image.format in _BUFFERED_FORMATS else None
     if plan is None or width * height == 0:
         image.load()
         return rgb(image)
