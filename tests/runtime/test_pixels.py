@@ -78,14 +78,14 @@ def test_the_rules_drop_by_header_before_decoding_and_by_pixels_after() -> None:
     assert reason(encoded(data.astronaut(), "PNG"), ImageRules(max_pixels=512 * 511)) == pixels.TOO_MANY_PIXELS
 
 
-def test_the_flat_colour_rule_answers_as_the_full_standard_deviation_does() -> None:
-    # The rule skips the float64 std when the range alone proves it large enough; near-flat images,
-    # where the bound cannot decide, must still get pixels.std()'s answer.
+def test_the_flat_colour_rule_answers_as_each_channels_standard_deviation_does() -> None:
+    # Strips stop at the first that settles it; near-flat images, where only the exact statistic can
+    # decide, must still get numpy's per-channel std answer.
     rng = np.random.default_rng(0)
-    images = [np.full((50, 60, 3), 7, np.uint8), data.astronaut()]
+    images = [np.full((50, 60, 3), 7, np.uint8), data.astronaut(), np.full((3000, 200, 3), (0, 128, 128), np.uint8)]
     for _ in range(100):
         shape = (int(rng.integers(1, 200)), int(rng.integers(1, 200)), 3)
-        image = np.full(shape, rng.integers(0, 256), np.uint8)
+        image = np.full(shape, rng.integers(0, 256, 3), np.uint8)
         for _ in range(int(rng.integers(0, 3))):
             image[rng.integers(0, shape[0]), rng.integers(0, shape[1]), rng.integers(0, 3)] = rng.integers(0, 256)
         images.append(image)
@@ -97,7 +97,16 @@ def test_the_flat_colour_rule_answers_as_the_full_standard_deviation_does() -> N
                 dropped = False
             except ImageRejected as rejected:
                 dropped = rejected.reason == pixels.FLAT_COLOUR
-            assert dropped == (float(image.std()) < min_std), (min_std, image.shape)
+            want = float(image.reshape(-1, 3).std(axis=0).max()) < min_std
+            assert dropped == want, (min_std, image.shape)
+
+
+@pytest.mark.parametrize("colour", [(0, 128, 128), (255, 0, 0), (12, 12, 12)])
+def test_a_single_flat_colour_is_dropped_whatever_the_colour(colour) -> None:
+    flat = np.full((300, 400, 3), colour, np.uint8)
+    assert reason(encoded(flat, "PNG"), ImageRules()) == pixels.FLAT_COLOUR
+    flat[299, 399] = (colour[0] ^ 1, colour[1], colour[2])  # one pixel of another colour: kept
+    np.testing.assert_array_equal(pixels.decode(encoded(flat, "PNG"), rules=ImageRules()), flat)
 
 
 def test_a_decompression_bomb_is_dropped_from_its_header() -> None:

@@ -3,7 +3,9 @@
     dew-preprocess caption-tokenize --input images/ --output images-clip/ \\
         --tokenizer openai/clip-vit-base-patch32 --max_length 77
 
-The images are copied through as stored, never decoded. Unclaimed flags go to Beam, as for every job.
+The images are copied through as stored, never decoded. The input is checked against its meta.json as
+the runtime checks it (each shard's size, checksum and record count), naming the first damaged shard,
+before anything is committed. Unclaimed flags go to Beam, as for every job.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
         source = formats.read_meta(plan.input, kind="images")
         tokenized_section(source.section, plan)
+        # A missing or truncated shard, one stat each; checksums and record counts are read on the workers.
+        formats.check_local_sizes(plan.input, source)
     except (ValueError, OSError) as error:
         raise flags.UsageError(str(error)) from None
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())

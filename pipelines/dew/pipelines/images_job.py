@@ -21,7 +21,7 @@ from dew.pipelines import common, flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
-from dew.preprocess.image_sources import UNSUPPORTED, Found, Source, find_sources, reads
+from dew.preprocess.image_sources import FILE_KINDS, Found, Source, find_sources, reads
 from dew.preprocess.images import ImagesPlan, WriteImages
 
 
@@ -119,7 +119,7 @@ def build(
     sources: Sequence[Source],
     ignored: dict[str, int] | None = None,
 ) -> Any:
-    spread = any(source.kind not in ("image", UNSUPPORTED) for source in sources)
+    spread = any(source.kind not in FILE_KINDS for source in sources)
     write = WriteImages(plan, identity, spread=spread, ignored=ignored)
     return pipeline | "Sources" >> beam.Create(reads(sources)) | "WriteImages" >> write
 

@@ -22,14 +22,17 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from dew.data import committed
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.extras import require
-from dew.data.formats import Meta, Shard
+from dew.data.formats import DamagedError, Meta, Shard
 from dew.data.sections import ImagesSection
 from dew.data.text import HFTokenizer
 from dew.preprocess import commit, files
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE
+from dew.preprocess.pack import verified_copy
+from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 
@@ -136,10 +139,25 @@ def _read_range(path: str, fields: tuple[str, ...], start: int, end: int) -> lis
         reader.close()
 
 
+def _check_records(path: str, where: str, shard: Shard) -> None:
+    """Refuses a verified local shard whose own footer (ArrayRecord) or metadata (parquet) counts other
+    records than meta.json: ranges are cut by meta.json's count, and must not run past or fall short."""
+    if path.endswith(".parquet"):
+        pq = require("pyarrow.parquet", for_what="reading parquet shards")
+        committed.check_records(where, pq.ParquetFile(path).metadata.num_rows, shard.records)
+    else:
+        committed.open_array_record(path, where=where, records=shard.records).close()
+
+
 class _TokenizeRange(beam.DoFn):
-    def __init__(self, plan: CaptionPlan, fields: tuple[str, ...]) -> None:
+    """Range → its records with their caption's ids. Each shard is checked against meta.json (size,
+    checksum, record count) the first time this worker reads it, as the runtime's readers check theirs,
+    so a damaged or swapped shard fails the job by name before anything is committed."""
+
+    def __init__(self, plan: CaptionPlan, fields: tuple[str, ...], shards: Mapping[str, Shard]) -> None:
         self.plan = plan
         self.fields = fields
+        self.shards = dict(shards)
 
     def setup(self) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one worker process per core already
@@ -151,6 +169,7 @@ class _TokenizeRange(beam.DoFn):
             )
         self.tokenizer = loaded.tokenizer
         self.local = tempfile.mkdtemp(prefix="dew-captions-")
+        self.verified: dict[str, str] = {}
         self.counter = beam.metrics.Metrics.counter(NAMESPACE, "captions_tokenized")
         self.start = self.last = time.monotonic()
         self.done = 0
@@ -159,14 +178,17 @@ class _TokenizeRange(beam.DoFn):
         shutil.rmtree(getattr(self, "local", ""), ignore_errors=True)
 
     def _local(self, name: str) -> str:
-        """The shard as a local file: ArrayRecord reads local files only, so a gs:// shard is fetched once a worker."""
-        path = files.join(self.plan.input, name)
-        local = os.path.join(self.local, name)
-        if files.is_local(path) or os.path.exists(local):
-            return path if files.is_local(path) else local
-        # Fetched beside, then renamed: a download cut by a failed bundle is never taken for the shard.
-        os.replace(files.download(path, tempfile.mkdtemp(dir=self.local)), local)
-        return local
+        """The shard as a local file, checked: ArrayRecord reads local files only, so a gs:// shard is
+        fetched (into a folder of its own, so a download cut short is never taken for the shard) once a worker."""
+        if name not in self.verified:
+            shard = self.shards[name]
+            path = verified_copy(self.plan.input, shard, tempfile.mkdtemp(dir=self.local))
+            try:
+                _check_records(path, files.join(self.plan.input, name), shard)
+            except DamagedError as error:
+                raise user_error(error) from None
+            self.verified[name] = path
+        return self.verified[name]
 
     def process(self, unit: Range) -> Iterator[tuple[tuple[str, int], tuple[tuple[int], bytes]]]:
         split, j, name, start, end = unit
@@ -212,11 +234,12 @@ class TokenizeCaptions(beam.PTransform):
         section = tokenized_section(self.source.section, self.plan)
         ext = self.source.shards(next(iter(self.source.splits)))[0].name.rsplit(".", 1)[1]
         counts = {split: len(shards) for split, shards in self.source.splits.items()}
+        shards_by_name = {shard.name: shard for shards in self.source.splits.values() for shard in shards}
         shard_counts = beam.pvalue.AsSingleton(units.pipeline | "ShardCounts" >> beam.Create([counts]))
         shards = (
             units
             | "SpreadRanges" >> beam.Reshuffle()
-            | "Tokenize" >> beam.ParDo(_TokenizeRange(self.plan, self.source.section.fields))
+            | "Tokenize" >> beam.ParDo(_TokenizeRange(self.plan, self.source.section.fields, shards_by_name))
             | "WriteShards" >> WriteShards(self.plan.output, ShardFormat(ext=ext, section=section), shard_counts)
         )
         return (

@@ -119,7 +119,8 @@ def manifest_fingerprint(inputs: Iterable[InputFile]) -> str:
     """Names the input set: every path with its size and modification time."""
     digest = hashlib.sha256()
     for item in inputs:
-        digest.update(f"{item.path}\0{item.size}\0{item.updated:.0f}\n".encode())
+        # A local name that is not UTF-8 keeps its own bytes (Python holds them as surrogate escapes).
+        digest.update(f"{item.path}\0{item.size}\0{item.updated:.0f}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:32]
 
 
@@ -141,6 +142,35 @@ def exists(path: str) -> bool:
 
 def is_local(path: str) -> bool:
     return FileSystems.get_scheme(path) in (None, "file")
+
+
+def has_filesystem(path: str) -> bool:
+    """Whether FileSystems can read `path`: False for a url of a scheme no file system serves (http://)."""
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError:
+        return False
+    return True
+
+
+def is_regular_file(path: str) -> bool:
+    """False for a local directory, pipe or device (reading one would fail, or never end); an object
+    store holds nothing else."""
+    return not is_local(path) or os.path.isfile(path)
+
+
+def utf8_name(path: str) -> bool:
+    """Whether a listed path has a UTF-8 spelling (a local name that is not UTF-8 arrives as surrogate escapes)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str) -> str:
+    """`path` as printable text: a name that is not UTF-8 as the bytes it holds."""
+    return path if utf8_name(path) else repr(os.fsencode(path))
 
 
 def open_read(path: str):

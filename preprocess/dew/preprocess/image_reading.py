@@ -8,8 +8,12 @@ path (relative to the row file's directory, or absolute, or gs://) is read from 
 Bad input is counted by reason, as the text reader does (dew.preprocess.documents): a row without an
 image, caption or extra field is `missing_field` (so is a caption that is not text, and an extra field
 that is a list or a dict), a caption that is not UTF-8 `invalid_utf8`, a jsonl
-line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, a file of an
-image folder in a format dew does not read `unsupported_format` (unopened); a row file that
+line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, one naming a
+directory, pipe or device `not_a_file` (never opened: a pipe could be read forever), a url no file
+system serves (http://, https://: fetch those with `dew-preprocess ingest-urls`) `remote_path`, a file
+of an image folder in a format dew does not read `unsupported_format` (unopened), one whose path is
+not UTF-8 `non_utf8_name` (see image_sources). A `file://` url is read as the local path it names
+(RFC 8089: percent-escapes decoded; a host other than localhost is `remote_path`). A row file that
 breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
 `corrupt_input`. Each read unit's tally travels as a second output, so the job can balance its books.
 """
@@ -22,6 +26,7 @@ import gzip
 import io
 import json
 import posixpath
+import urllib.parse
 import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -41,12 +46,17 @@ from dew.preprocess.documents import (
     TRUNCATED_INPUT,
     DamagedInput,
 )
-from dew.preprocess.image_sources import LABEL, UNSUPPORTED, Source
+from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
 
 MISSING_IMAGE = "missing_image"
 UNSUPPORTED_FORMAT = "unsupported_format"
+NOT_A_FILE = "not_a_file"
+REMOTE_PATH = "remote_path"
 ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
 FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP, UNSUPPORTED_FORMAT)
+# Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
+# so the stats of a run without such input stay what they were, byte for byte.
+PATH_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME)
 # Rows of a saved HF dataset taken from Arrow at once.
 _HF_ROWS = 256
 Fields = dict[str, bytes]
@@ -106,13 +116,30 @@ def utf8_field(value: Any, *, text_only: bool = False) -> tuple[bytes | None, Re
         return None, INVALID_UTF8
 
 
+def _image_path(image: str, base: str) -> tuple[str, Reason]:
+    """The file a row's image path names (relative to the row file's directory `base`), or why it is dropped."""
+    if image.startswith("file:"):
+        parts = urllib.parse.urlsplit(image)
+        if parts.netloc not in ("", "localhost"):
+            return image, REMOTE_PATH
+        image = urllib.parse.unquote(parts.path)
+    elif "://" in image and not files.has_filesystem(image):
+        return image, REMOTE_PATH
+    path = image if "://" in image or posixpath.isabs(image) else posixpath.join(base, image)
+    if not files.exists(path):
+        return path, MISSING_IMAGE
+    if not files.is_regular_file(path):
+        return path, NOT_A_FILE
+    return path, None
+
+
 class ReadSource(beam.DoFn):
     def __init__(self, options: ImageReadOptions) -> None:
         self.options = options
         self.counters: dict[str, Any] = {}
 
     def setup(self) -> None:
-        names = ("images_in", *ROW_REASONS, *FILE_REASONS)
+        names = ("images_in", *ROW_REASONS, *FILE_REASONS, *PATH_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
 
     def process(self, unit: tuple[Source, ...]) -> Iterator[Any]:
@@ -131,7 +158,8 @@ class ReadSource(beam.DoFn):
             except DamagedInput as damage:
                 tally["images_in"] += damage.lost
                 tally[damage.reason] += damage.lost
-                damaged.append({"path": source.path, "reason": damage.reason, "error": str(damage)})
+                path = files.shown_path(source.path)
+                damaged.append({"path": path, "reason": damage.reason, "error": str(damage)})
         for name, value in tally.items():
             self.counters[name].inc(value)
         yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged})
@@ -139,8 +167,8 @@ class ReadSource(beam.DoFn):
     def _rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
         if problem := files.link_problem(source.path):
             raise DamagedInput(problem, "the symlink leads to no file")
-        if source.kind == UNSUPPORTED:
-            yield 0, None, {}, UNSUPPORTED_FORMAT
+        if source.kind in (UNSUPPORTED, NON_UTF8_NAME):
+            yield 0, None, {}, UNSUPPORTED_FORMAT if source.kind == UNSUPPORTED else NON_UTF8_NAME
         elif source.kind == "image":
             yield (0, *self._image_file(source))
         elif source.kind == "hf":
@@ -162,6 +190,8 @@ class ReadSource(beam.DoFn):
             caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
         if reason is not None:
             return None, {}, reason
+        if not files.is_regular_file(source.path):
+            return None, {}, NOT_A_FILE
         fields = {"caption": caption, **({LABEL: source.label.encode()} if source.label is not None else {})}
         return files.read_bytes(source.path), fields, None
 
@@ -177,9 +207,9 @@ class ReadSource(beam.DoFn):
         if isinstance(image, dict):  # an HF Image struct: its bytes when stored, else its path
             image = image.get("bytes") or image.get("path")
         if isinstance(image, str) and image:
-            path = image if "://" in image or posixpath.isabs(image) else posixpath.join(base, image)
-            if not files.exists(path):
-                return None, {}, MISSING_IMAGE
+            path, reason = _image_path(image, base)
+            if reason is not None:
+                return None, {}, reason
             image = files.read_bytes(path)
         if not isinstance(image, bytes):
             return None, {}, MISSING_FIELD

@@ -7,7 +7,11 @@ Three layouts are read, told apart by what an `--input` names:
   tree is accounted for by its name alone, on the launcher: hidden files and folders and known text
   or metadata files are left out and counted (`ignored`); any other file may be an image in a format
   dew does not read (HEIC, AVIF, no suffix), so it becomes an `unsupported` Source that the reader
-  counts as a dropped image, `unsupported_format`, and the books still balance;
+  counts as a dropped image, `unsupported_format`, and the books still balance. A file whose path is
+  not UTF-8 (a local name in another encoding) is a `non_utf8_name` Source, counted the same way: its
+  class folder and stem are its label and caption, which are UTF-8 text, and gs:// cannot hold it
+  either. A symlinked folder is not followed (it could repeat the tree or loop) and is left out and
+  counted as `symlinked_folder`; a symlink leading nowhere is counted by the reader under its reason;
 - a file or glob: images (one Source each, unlabelled), or `.parquet` / `.jsonl` rows naming an image
   (bytes or a path) and a caption.
 
@@ -35,8 +39,11 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".ti
 # Files an image folder holds beside its images that are clearly no image: left out, counted.
 NOT_IMAGE_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".xml", ".yaml", ".yml", ".md", ".html", ".pdf")
 NOT_IMAGE_NAMES = ("readme", "license", "licence", "notice", "thumbs.db", "desktop.ini")
-HIDDEN, NOT_IMAGE = "hidden", "not_image"
+HIDDEN, NOT_IMAGE, SYMLINKED_FOLDER = "hidden", "not_image", "symlinked_folder"
 UNSUPPORTED = "unsupported"
+NON_UTF8_NAME = "non_utf8_name"
+# Kinds of Source that are one file, read in units of many (see reads).
+FILE_KINDS = ("image", UNSUPPORTED, NON_UTF8_NAME)
 ROW_SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".ndjson": "jsonl"}
 HF_STATE = "state.json"
 HF_DICT = "dataset_dict.json"
@@ -56,22 +63,44 @@ class Found:
     ignored: dict[str, list[str]]
 
     def left_out(self) -> list[str]:
-        """Lines for the launcher saying which files are not written as images, and what to do."""
+        """Lines for the launcher saying which files are not written as images, and what to do; a file
+        counted as dropped is named under the reason stats.json counts it by."""
         lines = []
-        unsupported = [source.path for source in self.sources if source.kind == UNSUPPORTED]
-        if unsupported:
-            lines.append(
-                f"{len(unsupported)} files in an image folder are no image dew reads ({_shown(unsupported)}); "
-                f"they count as dropped, unsupported_format: convert them to one of {' '.join(IMAGE_SUFFIXES)} "
-                "to include them"
-            )
+        by_reason: dict[str, list[str]] = {}
+        for source in self.sources:
+            if source.kind in FILE_KINDS and (reason := files.link_problem(source.path) or _drop_kind(source)):
+                by_reason.setdefault(reason, []).append(source.path)
+        for reason, paths in sorted(by_reason.items()):
+            said, hint = _SAID[reason]
+            lines.append(f"{len(paths)} files {said} ({_shown(paths)}); they count as dropped, {reason}{hint}")
         for reason, paths in sorted(self.ignored.items()):
-            lines.append(f"{len(paths)} files left out as {reason} ({_shown(paths)})")
+            what = "folders" if reason == SYMLINKED_FOLDER else "files"
+            lines.append(f"{len(paths)} {what} left out as {reason} ({_shown(paths)}){_IGNORED_HINTS.get(reason, '')}")
         return lines
 
 
+def _drop_kind(source: Source) -> str | None:
+    return {UNSUPPORTED: "unsupported_format", NON_UTF8_NAME: NON_UTF8_NAME}.get(source.kind)
+
+
+# What a counted file is, and what to do about it, by the reason stats.json counts it under.
+_SAID = {
+    "unsupported_format": (
+        "in an image folder are no image dew reads",
+        f": convert them to one of {' '.join(IMAGE_SUFFIXES)} to include them",
+    ),
+    NON_UTF8_NAME: ("have a path that is not UTF-8", ": rename them to UTF-8 (e.g. convmv -f latin1 -t utf8)"),
+    files.DANGLING_SYMLINK: ("are symlinks leading to no file", ""),
+    files.SYMLINK_LOOP: ("are symlinks that loop", ""),
+}
+_IGNORED_HINTS = {
+    SYMLINKED_FOLDER: ": a symlinked folder is not followed; move or copy the folder itself into the tree",
+}
+
+
 def _shown(paths: Sequence[str]) -> str:
-    return ", ".join(paths[:3]) + (", ..." if len(paths) > 3 else "")
+    shown = [files.shown_path(path) for path in paths[:3]]
+    return ", ".join(shown) + (", ..." if len(paths) > 3 else "")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -96,7 +125,9 @@ class Source:
 
     def draw(self, row: int) -> int:
         """A record's place in [0, 2^64) from where it came from alone; it picks the record's split and shard."""
-        return int.from_bytes(hashlib.sha256(f"{self.name}\0{row}".encode()).digest()[:8], "little")
+        # A row file's name that is not UTF-8 is hashed as its own bytes; every other name as its UTF-8.
+        key = f"{self.name}\0{row}".encode("utf-8", "surrogateescape")
+        return int.from_bytes(hashlib.sha256(key).digest()[:8], "little")
 
 
 def reads(sources: Sequence[Source]) -> list[tuple[Source, ...]]:
@@ -110,14 +141,14 @@ def reads(sources: Sequence[Source]) -> list[tuple[Source, ...]]:
     units: list[tuple[Source, ...]] = []
     run: list[Source] = []
     for source in sources:
-        if source.kind in ("image", UNSUPPORTED):
+        if source.kind in FILE_KINDS:
             run.append(source)
             if len(run) < FILES_PER_READ:
                 continue
         if run:
             units.append(tuple(run))
             run = []
-        if source.kind not in ("image", UNSUPPORTED):
+        if source.kind not in FILE_KINDS:
             units.append((source,))
     if run:
         units.append(tuple(run))
@@ -164,7 +195,11 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
         in_class = len(parts) == 2
         if in_class:
             listed.append(item)
-        if _is_image(name):
+        if not files.utf8_name(item.path) and not (_not_image(name) and not _is_image(name)):
+            found.append((NON_UTF8_NAME, item.path, name, ""))
+            if not in_class:
+                listed.append(item)
+        elif _is_image(name):
             (found if in_class else strays).append(("image", item.path, name, parts[0]))
         elif _not_image(name):
             ignored.setdefault(NOT_IMAGE, []).append(item.path)
@@ -172,10 +207,23 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
             found.append((UNSUPPORTED, item.path, name, parts[0] if in_class else ""))
             if not in_class:  # counted in the books, so part of what the output is made from
                 listed.append(item)
+    ignored.setdefault(SYMLINKED_FOLDER, []).extend(_symlinked_folders(root))
     if not any(kind == "image" for kind, *_ in found):
         raise FileNotFoundError(f"--input {root} holds no image in root/<class>/<image> (ImageFolder) layout")
     _refuse_strays(root, [name for _, _, name, _ in strays])
     return found, listed
+
+
+def _symlinked_folders(root: str) -> list[str]:
+    """The symlinks to folders inside a local tree (outside hidden folders): Beam's listing does not
+    follow them, so without this a linked class folder would be left out without a word."""
+    if not files.is_local(root):
+        return []
+    linked = []
+    for directory, folders, _ in os.walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        linked += [os.path.join(directory, name) for name in folders if os.path.islink(os.path.join(directory, name))]
+    return sorted(linked)
 
 
 def _refuse_strays(root: str, strays: Sequence[str]) -> None:
@@ -223,6 +271,8 @@ def find_sources(patterns: Sequence[str]) -> Found:
             sources = []
             for item in listed:
                 kind = "image" if _is_image(item.path) else _row_kind(item.path)
+                if kind == "image" and not files.utf8_name(item.path):
+                    kind = NON_UTF8_NAME
                 if kind is None:
                     raise ValueError(
                         f"{item.path}: not an image ({', '.join(IMAGE_SUFFIXES)}) nor rows "

@@ -44,7 +44,7 @@ from dew.preprocess import commit, documents
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.documents import NAMESPACE, STATS_TAG
 from dew.preprocess.drops import TooManyDropsError, check_drops
-from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
+from dew.preprocess.image_reading import FILE_REASONS, PATH_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
 from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards, sized_count
@@ -64,6 +64,9 @@ _HINTS = {
     "invalid_utf8": "is the caption UTF-8?",
     "malformed_json": "is the file jsonl, one JSON object a line?",
     "unsupported_format": "convert the images to JPEG, PNG or WebP",
+    "remote_path": "urls are fetched by dew-preprocess ingest-urls, not read as paths",
+    "not_a_file": "does --image_field name image files?",
+    "non_utf8_name": "rename the files to UTF-8 names",
 }
 _log = logging.getLogger(__name__)
 Key = tuple[int, int]
@@ -258,6 +261,7 @@ def images_stats(
     """stats.json: images in, written, dropped by reason, and the non-image files of image folders left
     out by reason (never images, so outside the books); refuses a run whose books do not balance."""
     dropped = {reason: int(tallies.get(reason, 0)) for reason in DROP_REASONS}
+    dropped.update({reason: int(tallies[reason]) for reason in PATH_REASONS if tallies.get(reason)})
     for reason, count in drops:
         dropped[reason] += count
     written = sum(shard.records for shards in meta.splits.values() for shard in shards)

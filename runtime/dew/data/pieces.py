@@ -143,8 +143,11 @@ def offline_pieces(directory: str, meta: formats.Meta, split: str, field: str | 
     counts = np.array([s.records for s in shards], dtype=np.int64)
     units = np.cumsum([s.units for s in shards], dtype=np.int64)
     if not np.array_equal(index.counts, counts) or not np.array_equal(index.shard_ends, units):
-        raise ValueError(
-            f"{path} disagrees with {formats.META} on the records or units of split {split!r}'s shards; delete it "
+        pairs = zip(shards, index.counts, counts, index.shard_ends, units, strict=False)  # the index may list others
+        unlike = [shard.name for shard, a, b, c, d in pairs if a != b or c != d]
+        raise formats.DamagedError(
+            f"{path} disagrees with {formats.META} on the records or units of split {split!r}'s shard "
+            f"{unlike[0] if unlike else shards[-1].name}; delete it "
             "and the runtime computes the index from the shards, or rerun the preprocess job to rewrite it"
         )
     return index

@@ -11,7 +11,11 @@ readers), so an image is dropped for the same reasons and resized the same way w
 - decode_whole_jpeg: OpenCV, for bytes a caller knows were written whole (a committed shard verified
   against its checksum) and that end with the JPEG's end-of-image marker. It gives the pixels Pillow
   gives, at the same DCT scale (both are libjpeg-turbo: the same IDCT and upsampling), straight in RGB,
-  about 10% sooner; anything it is not sure of is left to `decode`.
+  about 10% sooner; anything it is not sure of is left to `decode`, and so is an image of more than
+  16 megapixels decoded, since OpenCV's binding copies its result once more (6 bytes a pixel).
+- memory: one decode holds at most about 4 bytes a pixel of the decoded image plus a constant, whatever
+  the rules check (dew.data.images.pixel_buffer): Pillow decodes into a buffer dew converts in place,
+  and the flat-colour rule compares uint8 strips, never a float copy of the image.
 - to RGB: grey, palette, CMYK and 16-bit images are converted (16-bit scaled to 8, not clipped); alpha is
   composited onto white, since transparent pixels hold arbitrary colours a model must not learn.
 - resize: OpenCV, INTER_AREA to shrink and INTER_LANCZOS4 to enlarge (img2dataset's choice); the shorter
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.extras import require
+from dew.data.images import pixel_buffer
 
 # Why an image is dropped; every image path counts its drops under these names.
 UNDECODABLE = "undecodable"
@@ -83,25 +88,10 @@ class ImageRules:
             raise ImageRejected(BAD_ASPECT, f"{width} × {height} is longer than {self.max_aspect}:1")
 
     def check_pixels(self, pixels: np.ndarray) -> None:
-        """Drops an image of one flat colour."""
-        # A standard deviation is never below zero, so a rule of 0 is skipped rather than paid for.
-        if self.min_std > 0 and _std_below(pixels, self.min_std):
-            raise ImageRejected(FLAT_COLOUR, f"every pixel is {pixels.reshape(-1, 3)[0].tolist()}")
-
-
-def _std_below(pixels: np.ndarray, bound: float) -> bool:
-    """Whether the population standard deviation of all of `pixels`' values is under `bound`, the same
-    answer as `pixels.std() < bound` without its float64 pass over the image in most cases.
-
-    The two extreme values a and b alone make the variance at least ((a - m)² + (b - m)²) / n ≥ (b - a)² / 2n,
-    so an image whose range already gives that much is kept from its minimum and maximum (two uint8
-    passes, several times cheaper); only a nearly flat one pays for the exact statistic.
-    """
-    if pixels.size:
-        spread = float(pixels.max()) - float(pixels.min())
-        if spread * spread / (2.0 * pixels.size) >= bound * bound:
-            return False
-    return float(pixels.std()) < bound
+        """Drops an image of one flat colour: every channel's standard deviation under min_std, which at
+        the default means one RGB triple for every pixel. A rule of 0 is skipped (no deviation is below 0)."""
+        if self.min_std > 0 and pixel_buffer.is_flat(pixels, self.min_std):
+            raise ImageRejected(FLAT_COLOUR, f"every pixel is {pixels[0, 0].tolist()} (within {self.min_std})")
 
 
 # Everything is kept but what cannot be decoded: for readers of shards a job has already filtered.
@@ -128,13 +118,14 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     if size is not None and image.format == "JPEG":
         image.draft("RGB", (size, size))
     try:
-        image.load()
+        pixels = pixel_buffer.load_rgb(image)
+    except ImageRejected:
+        raise
     except OSError as error:
         reason = TRUNCATED if "truncated" in str(error) or "broken" in str(error) else UNDECODABLE
         raise ImageRejected(reason, str(error)) from None
     except (SyntaxError, ValueError, EOFError) as error:
         raise ImageRejected(UNDECODABLE, str(error)) from None
-    pixels = _rgb(image)
     rules.check_pixels(pixels)
     return pixels
 
@@ -145,6 +136,9 @@ _SOF = (0xC0, 0xC1, 0xC2)
 _STANDALONE = (0x01, *range(0xD0, 0xD8))
 # How far back from the end the end-of-image marker is looked for, past zero padding.
 _TAIL = 1024
+# Decoded pixels above which decode_whole_jpeg leaves a JPEG to `decode`: OpenCV's 6 bytes a pixel stay
+# within the 4 bytes a pixel + 64 MB a decode may hold up to here (2 × 16M + 16 MB of libjpeg's own).
+_WHOLE_JPEG_PIXELS = 16 << 20
 
 
 def _whole_jpeg_sides(data: bytes) -> tuple[int, int] | None:
@@ -203,6 +197,8 @@ def decode_whole_jpeg(data: bytes, *, size: int, rules: ImageRules = NO_RULES) -
     rules.check_sides(*sides)
     cv2 = require("cv2", for_what="decoding images")
     scale = draft_scale(*sides, size)
+    if -(-sides[0] // scale) * -(-sides[1] // scale) > _WHOLE_JPEG_PIXELS:
+        return None
     reduced = {1: 0, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}
     # The REDUCED flags carry IMREAD_COLOR (BGR); RGB is asked for instead, which costs no conversion.
     flags = (reduced[scale] & ~cv2.IMREAD_COLOR) | cv2.IMREAD_COLOR_RGB | cv2.IMREAD_IGNORE_ORIENTATION
@@ -227,24 +223,6 @@ def _open(data: bytes) -> Any:
         raise ImageRejected(TOO_MANY_PIXELS, str(error)) from None
     except (OSError, SyntaxError, ValueError) as error:
         raise ImageRejected(UNDECODABLE, str(error)) from None
-
-
-def _rgb(image: Any) -> np.ndarray:
-    mode = image.mode
-    if mode in ("I;16", "I;16L", "I;16B", "I"):
-        # 16-bit (Pillow opens 16-bit greyscale PNGs as "I"): scale to 8 bits; convert("L") would clip.
-        grey = np.asarray(image).astype(np.uint32)
-        grey = (grey >> 8) if grey.max(initial=0) > 255 else grey
-        return np.repeat(grey.astype(np.uint8)[..., None], 3, axis=2)
-    if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in image.info):
-        rgba = np.asarray(image.convert("RGBA")).astype(np.float32)
-        alpha = rgba[..., 3:] / 255.0
-        return np.rint(rgba[..., :3] * alpha + 255.0 * (1.0 - alpha)).astype(np.uint8)
-    if mode == "RGB":
-        return np.asarray(image)  # already what we want: converting would only copy it
-    if mode in ("L", "1", "P", "CMYK", "YCbCr", "LAB", "HSV"):
-        return np.ascontiguousarray(np.asarray(image.convert("RGB")))
-    raise ImageRejected(NOT_RGB, f"mode {mode!r} has no RGB reading")
 
 
 def scale_shorter_side(pixels: np.ndarray, size: int) -> np.ndarray:

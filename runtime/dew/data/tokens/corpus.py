@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dew.data import formats, ranges, remote
+from dew.data import committed, formats, ranges, remote
 from dew.data.pieces import offline_pieces
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
@@ -42,12 +42,16 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
         common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
+        source: TokenRecords | TokenColumn
         if kind == "array_record":
             # Records read without a field are raw ids, which the index names "".
             pieces = offline_pieces(path, meta, split, field or "")
-            return TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
-        pieces = offline_pieces(path, meta, split, field)
-        return TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
+            source = TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
+        else:
+            pieces = offline_pieces(path, meta, split, field)
+            source = TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
+        _check_records(path, shards, source)
+        return source
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     if path.endswith(".bin"):
@@ -67,6 +71,14 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
     if path.endswith(".parquet"):
         return TokenColumn([path], column=field, **common)
     raise ValueError(f"{path}: a token corpus is a committed directory or a .bin, .array_record or .parquet file")
+
+
+def _check_records(directory: str, shards: tuple[formats.Shard, ...], source: TokenRecords | TokenColumn) -> None:
+    """Refuses a shard whose own record count is not meta.json's, naming it. The source's piece counts
+    are the shards' own: parquet footers read as it was built, ArrayRecord footers counted by its scan,
+    or an offline index (checked against meta.json when loaded) that each footer must match when opened."""
+    for shard, found in zip(shards, source.pieces.counts.tolist(), strict=True):
+        committed.check_records(os.path.join(directory, shard.name), int(found), shard.records)
 
 
 def check_one_tokenizer(paths: list[str]) -> None:
