@@ -16,6 +16,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
+from dew.data.sections import ImagesSection
 from dew.pipelines import common, flags
 from dew.preprocess.captions import TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
@@ -47,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         # construction.
         plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
         source = formats.read_meta(plan.input, kind="images")
-        tokenized_section(source.section, plan)
+        tokenized_section(source.section_as(ImagesSection), plan)
     except (ValueError, OSError) as error:
         raise flags.UsageError(str(error)) from None
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from dew.data import validate
 from dew.data.loading import Loading
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import grain
 
     # What from_grain reads: a MapDataset read by index, or the IterDataset of one share, built per partition.
-    GrainPipeline = grain.MapDataset | Callable[[DataPartition], grain.IterDataset]
+    GrainPipeline: TypeAlias = grain.MapDataset | Callable[[DataPartition], grain.IterDataset]
 
 # Opens a fresh iterator over the share a partition names; the caller owns it and closes it.
 Reader = Callable[[DataPartition], Iterator[Any]]

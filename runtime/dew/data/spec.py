@@ -90,8 +90,12 @@ class IndexedSpec(DatasetSpec):
     """
 
     # Declared by each kind, not here: a field here would move it in every kind's signature.
+    # A property to the type checker, so that it is no field of this class either and cannot take the
+    # place of each kind's own.
     if TYPE_CHECKING:
-        val_batches: int | None
+
+        @property
+        def val_batches(self) -> int | None: ...
 
     def __post_init__(self) -> None:
         validate.fields(self, optional=("val_batches",))

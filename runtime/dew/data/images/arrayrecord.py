@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 from dew.data import formats
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
+
+# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
+from dew.data.images.shards import ImageRecords
 from dew.data.registry import datasets
 
 
@@ -36,7 +40,7 @@ class ArrayRecordImages(ImageDataset):
             records, section = shards.committed(path, self.split)
             meta = formats.read_meta(path, kind="images")
             held = self.held_out_split(meta, path=path, other_than=self.split)
-            tokens = {
+            tokens: dict[str, Any] = {
                 "tokenizer": section.caption_tokenizer,
                 "tokenizer_hash": section.caption_tokenizer_hash,
                 "tokenizer_length": section.caption_length,
@@ -54,11 +58,11 @@ class ArrayRecordImages(ImageDataset):
             raise ValueError(f"{type(self).__name__}.path is unset: name a committed images directory or a shard root")
         return self.path
 
-    def raw_sets(self, root: str, names: tuple[str, ...]) -> shards.ImageRecords:
+    def raw_sets(self, root: str, names: tuple[str, ...]) -> ImageRecords:
         """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
         files = [f for name in names for f in shards.raw_files(os.path.join(root, name), asked=True)]
         return shards.raw(root, files)
 
-    def opened(self, records: shards.ImageRecords, batch: int, *, where: str) -> Opened:
+    def opened(self, records: ImageRecords, batch: int, *, where: str) -> Opened:
         train, val = self.held_out(records, batch, where=where)
         return Opened(train=train, val=val, captioned=records.captioned)

@@ -15,6 +15,9 @@ from typing import ClassVar
 
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
+
+# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
+from dew.data.images.shards import ImageRecords
 from dew.data.mixture import Corpus
 from dew.data.registry import datasets
 
@@ -46,7 +49,7 @@ class ShardSet:
             )
         return [os.path.join(directory, name) for name in expected]
 
-    def records(self, root: str) -> shards.ImageRecords:
+    def records(self, root: str) -> ImageRecords:
         return shards.raw(os.path.join(root, self.directory), self.files(root))
 
 

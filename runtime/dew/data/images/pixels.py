@@ -233,7 +233,7 @@ def _rgb(image: Any) -> np.ndarray:
     mode = image.mode
     if mode in ("I;16", "I;16L", "I;16B", "I"):
         # 16-bit (Pillow opens 16-bit greyscale PNGs as "I"): scale to 8 bits; convert("L") would clip.
-        grey = np.asarray(image).astype(np.uint32)
+        grey: np.ndarray = np.asarray(image).astype(np.uint32)
         grey = (grey >> 8) if grey.max(initial=0) > 255 else grey
         return np.repeat(grey.astype(np.uint8)[..., None], 3, axis=2)
     if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in image.info):

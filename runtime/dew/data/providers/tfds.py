@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tensorflow_datasets.typing import TreeDict
 
     # TFDS's nested dict of decoders, as builder.as_data_source takes it.
-    DecoderTree = TreeDict[DecoderArg]
+    DecoderTree: TypeAlias = TreeDict[DecoderArg]
 else:
     DecoderTree = object  # read at run time by the config round-trip; tfds is not imported for it
 
@@ -167,7 +167,7 @@ class TFDSRecords:
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         return self.rows(indices)
 
-    def rows(self, indices: Sequence[int]) -> list[Any]:
+    def rows(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         indices = [int(i) for i in indices]
         size = len(self)
         bad = [i for i in indices if not 0 <= i < size]
@@ -196,7 +196,7 @@ class TFDSRecords:
         return {k: getattr(self, k) for k in keys}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)
+        type(self).__init__(self, **state)
 
 
 @datasets("tfds")

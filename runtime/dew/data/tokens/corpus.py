@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         shards = meta.shards(split)
         if not shards:
             raise ValueError(f"{path}: split {split!r} holds no shards")
-        kinds = {formats.parse_shard_name(s.name)[3] for s in shards}
+        kinds = {formats.shard_extension(s.name) for s in shards}
         if len(kinds) != 1:
             raise ValueError(f"{path}: split {split!r} mixes shard kinds {sorted(kinds)}")
         kind = kinds.pop()
@@ -34,7 +35,11 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         tokens = meta.tokens
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
-        common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
+        common: dict[str, Any] = {
+            "dtype": np.dtype(tokens.dtype),
+            "eos_id": tokens.eos_id,
+            "vocab_size": tokens.vocab_size,
+        }
         if kind == "array_record":
             # Records read without a field are raw ids, which the index names "".
             pieces = offline_pieces(path, meta, split, field or "")

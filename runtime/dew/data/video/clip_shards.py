@@ -122,7 +122,7 @@ class ClipShards(IndexedSpec):
                 "give split= one of them"
             )
         shards = meta.shards(self.split)
-        if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
+        if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
             raise ValueError(
                 f"{self.path}: split {self.split!r} is not held in .array_record shards, the only ones ClipShards "
                 "reads by index; rerun decode-clips with --format array_record (the default) to write them"
