@@ -5,7 +5,8 @@
 
 runtime/dew/data/kinds.py declares every built-in dataset kind for type checkers, so that a user's
 `datasets.PackedTokens(path=...)` is checked against the kind's own signature; the registry finds kinds
-at run time, which no checker can follow. tests/typecheck/test_generated.py runs the check.
+at run time, which no checker can follow. docs/api/*.md are the API reference pages
+(dew.pipelines.apidocs). tests/typecheck/test_generated.py runs the check.
 """
 
 from __future__ import annotations
@@ -84,7 +85,12 @@ def _isort_key(name: str) -> tuple[int, list[int | str]]:
 
 def generated() -> dict[str, Callable[[], str]]:
     """Each generated file's path, and what renders its content."""
-    return {KINDS_PATH: render_kinds}
+    from dew.pipelines import apidocs
+
+    files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds}
+    for name, render in apidocs.PAGES.items():
+        files[os.path.join(_REPO, "docs", "api", name)] = render
+    return files
 
 
 def stale() -> list[str]:

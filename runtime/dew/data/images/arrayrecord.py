@@ -23,7 +23,7 @@ class ArrayRecordImages(ImageDataset):
     path is a committed `dew.images/1` directory (meta.json gives every shard's record count, so
     start-up opens no shard; its `val` split, when it has one, is the validation pass), or a raw shard
     set, path/*.array_record with no meta.json, as img2dataset writes it (`jpg` and `txt` are read as
-    the image and the caption). With shards, path is a root and each path/<shard>/ a raw shard set,
+    the image and the caption). With shards, path is a root and each `path/<shard>/` a raw shard set,
     all of them read as one corpus in the order listed. Fields beyond the image and the caption pass
     through as bytes. path may be gs:// or a gcsfuse mount of it.
     """
@@ -59,7 +59,7 @@ class ArrayRecordImages(ImageDataset):
         return self.path
 
     def raw_sets(self, root: str, names: tuple[str, ...]) -> ImageRecords:
-        """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
+        """Raw shard sets `root/<name>/` read as one corpus: every file of each, set by set."""
         files = [f for name in names for f in shards.raw_files(os.path.join(root, name), asked=True)]
         return shards.raw(root, files)
 

@@ -50,7 +50,7 @@ class LocalVideos(VideoDataset):
 @datasets("voxceleb2")
 @dataclasses.dataclass(frozen=True)
 class VoxCeleb2(VideoDataset):
-    """Reads a VoxCeleb2 tree, <path>/<split>/<identity>/<clip>/<utterance>.mp4.
+    """Reads a VoxCeleb2 tree, `<path>/<split>/<identity>/<clip>/<utterance>.mp4`.
 
     The scan is recursive, so extra nesting below an identity is tolerated. The caption is
     prompt_template with {identity} replaced by the speaker directory (id00012); the template's other
