@@ -26,6 +26,19 @@ class ArrayRecordImages(ImageDataset):
     the image and the caption). With shards, path is a root and each `path/<shard>/` a raw shard set,
     all of them read as one corpus in the order listed. Fields beyond the image and the caption pass
     through as bytes. path may be gs:// or a gcsfuse mount of it.
+
+    Args:
+        path: A committed images directory, a raw shard set, or (with shards) the root of several.
+        shards: Raw shard sets under path, read as one corpus in this order.
+        split: The split of a committed directory to train on.
+        image_size: The side of the square images, as ImageDataset says (crop_scale, random_crop,
+            flip and val_batches too).
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.ArrayRecordImages(path="gs://bucket/flowers", image_size=64, flip=True)
+        >>> spec.image_size, spec.split
+        (64, 'train')
     """
 
     path: str | None = None

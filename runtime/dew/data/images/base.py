@@ -75,6 +75,15 @@ class ImageDataset(IndexedSpec):
 
     Each kind says what it opens (`open`); held-out records are its val split, or else val_batches
     whole batches off the end of its records (0 or None holds nothing out).
+
+    Args:
+        image_size: The side of the square every image is resized to, in pixels.
+        crop_scale: The shorter side is scaled to round(image_size × crop_scale) before the square is cut.
+        random_crop: For training, cut the square at a random place instead of the centre.
+        flip: For training, mirror half the images left to right.
+        val_batches: Whole batches held out of the end of the records when the kind has no val split.
+        seed: Orders the records and keys each record's crop and flip.
+        loading: How fast records are read and decoded.
     """
 
     decodes: ClassVar[bool] = True

@@ -67,6 +67,16 @@ class ImageCorpus(ImageDataset):
     One set is read as one corpus; several are mixed at `weights`, one a set in SETS's order, or, when
     weights is empty, at their record counts, which reads each record as often as one corpus of all
     of them would.
+
+    Args:
+        root: Where the shard sets lie: the bucket, or a local copy or mount of it.
+        weights: One weight per set in SETS's order; empty mixes the sets at their record counts.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.CC3M(root="/mnt/msml612", image_size=128)
+        >>> spec.root
+        '/mnt/msml612'
     """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = ()
@@ -110,7 +120,17 @@ def _shared_extras(sets: list[shards.ImageRecords]) -> tuple[str, ...]:
 @datasets("cc3m")
 @dataclasses.dataclass(frozen=True)
 class CC3M(ImageCorpus):
-    """Conceptual Captions 3M: 50 shards, 37 GiB, about 3.3M samples (shard 00039 missing)."""
+    """Conceptual Captions 3M: 50 shards, 37 GiB, about 3.3M samples (shard 00039 missing).
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CC3M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (CC3M_SET,)
 
@@ -118,7 +138,17 @@ class CC3M(ImageCorpus):
 @datasets("cc12m")
 @dataclasses.dataclass(frozen=True)
 class CC12M(ImageCorpus):
-    """Conceptual Captions 12M, in the arrayrecord2 layout of the msml612 bucket (shard count not recorded)."""
+    """Conceptual Captions 12M, in the arrayrecord2 layout of the msml612 bucket (shard count not recorded).
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CC12M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (CC12M_SET,)
 
@@ -126,7 +156,17 @@ class CC12M(ImageCorpus):
 @datasets("diffusiondb")
 @dataclasses.dataclass(frozen=True)
 class DiffusionDB(ImageCorpus):
-    """DiffusionDB (Stable Diffusion images and their prompts): 31 shards, 60 GiB, 1.97M samples."""
+    """DiffusionDB (Stable Diffusion images and their prompts): 31 shards, 60 GiB, 1.97M samples.
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.DiffusionDB(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (DIFFUSIONDB,)
 
@@ -134,7 +174,17 @@ class DiffusionDB(ImageCorpus):
 @datasets("laion2b_aesthetic")
 @dataclasses.dataclass(frozen=True)
 class Laion2bAesthetic(ImageCorpus):
-    """The laion-2B-en aesthetic >= 4.2 subset: 569 shards, 550 GiB, larger than Laion12mCoco but noisier."""
+    """The laion-2B-en aesthetic >= 4.2 subset: 569 shards, 550 GiB, larger than Laion12mCoco but noisier.
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Laion2bAesthetic(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION2B_AESTHETIC,)
 
@@ -142,7 +192,17 @@ class Laion2bAesthetic(ImageCorpus):
 @datasets("laion12m_coco")
 @dataclasses.dataclass(frozen=True)
 class Laion12mCoco(ImageCorpus):
-    """laion-aesthetics-12M (score >= 6) plus MS-COCO 2017: 228 shards, 236 GiB, about 15M samples."""
+    """laion-aesthetics-12M (score >= 6) plus MS-COCO 2017: 228 shards, 236 GiB, about 15M samples.
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Laion12mCoco(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION12M_COCO,)
 
@@ -151,7 +211,17 @@ class Laion12mCoco(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class CombinedMsml612(ImageCorpus):
     """The four msml612 corpora together (Laion12mCoco, Laion2bAesthetic, DiffusionDB, CC3M): about 883 GiB
-    and 20M samples."""
+    and 20M samples.
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CombinedMsml612(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION12M_COCO, LAION2B_AESTHETIC, DIFFUSIONDB, CC3M_SET)
 
@@ -160,7 +230,17 @@ class CombinedMsml612(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class Combined30M(ImageCorpus):
     """Four arrayrecord2 shard sets of the msml612 bucket, about 30M samples: laion-aesthetics-12M with
-    MS-COCO 2017, CC12M, an aesthetic COYO subset, and playground + leonardo (×4) + CC3M."""
+    MS-COCO 2017, CC12M, an aesthetic COYO subset, and playground + leonardo (×4) + CC3M.
+
+    Args:
+        root: Where its shard sets lie, the bucket by default; weights and the image fields are
+            ImageCorpus's and ImageDataset's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Combined30M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (
         ShardSet("arrayrecord2/laion-aesthetics-12m+mscoco-2017"),

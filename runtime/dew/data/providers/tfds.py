@@ -208,6 +208,21 @@ class PreparedTFDS(ProviderSpec):
     expressions ("train", "train[:90%]", "train+test"). Records come back as TFDS decodes them (text as
     bytes), through the preprocess hook when one is set. The training stream is a seeded shuffle of
     every epoch, positioned by one global record count.
+
+    Args:
+        name: The builder's name, or a {name: weight} mixture of builders.
+        split: The TFDS split expression to train on.
+        val_split: The split expression to validate on.
+        val_batches: Batches a validation pass reads at most; None reads all.
+        records: Training records of one pass, instead of the split's length.
+        preprocess: A hook run on every record before batching.
+        options: Where the prepared data lies (TFDSOptions).
+
+    Examples:
+        >>> from dew.data import TFDSOptions, datasets
+        >>> spec = datasets.PreparedTFDS(name="mnist", val_split="test", options=TFDSOptions(path="tfds"))
+        >>> spec.options.path
+        'tfds'
     """
 
     options: TFDSOptions = dataclasses.field(default_factory=TFDSOptions)

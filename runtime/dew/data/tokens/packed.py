@@ -94,6 +94,21 @@ class PackedTokens(IndexedSpec):
     its document, continuing through the pieces of a document longer than a window, as ChatMessages
     counts; "piece" restarts at 0 in every piece, for a model whose position table stops at the window
     (docs/tokens.md).
+
+    Args:
+        path: One committed corpus, a {corpus: weight} mixture, or a mixture plan's `.json`.
+        phases: Mixtures by step (DataPhase), instead of path.
+        seq_len: Ids a window predicts; a window holds seq_len + 1.
+        val_batches: Whole batches of windows held out per corpus without a val split.
+        field: The ArrayRecord field or parquet column holding the ids.
+        packing_bins: Open windows the best-fit plan chooses among.
+        positions: "document" or "piece": what text_positions counts from.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.PackedTokens(path={"corpora/web": 0.75, "corpora/code": 0.25}, seq_len=512)
+        >>> spec.corpora
+        ['corpora/code', 'corpora/web']
     """
 
     reads_in_process: ClassVar[bool] = True

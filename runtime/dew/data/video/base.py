@@ -32,6 +32,15 @@ class VideoDataset(IndexedSpec):
     resumed run decodes the same clips; a validation clip is the middle one of its video. val_batches
     whole batches are held out of the head of source() in its own order (0 or None holds nothing
     out), and count keeps that many records from its head.
+
+    Args:
+        frame_size: The side of the square frames, in pixels.
+        frames: Frames a clip holds.
+        audio_padding: Frames of audio taken on either side of the clip.
+        audio_model: The HF model whose feature extractor makes `audio`.
+        val_batches: Whole batches held out of the head of the videos.
+        count: Keep only this many videos from the head.
+        frame_rate: The grid frames are picked on, per second.
     """
 
     decodes: ClassVar[bool] = True

@@ -101,6 +101,17 @@ class ClipShards(IndexedSpec):
     source). path may be gs://.
     val_batches whole batches off the end of the split are held out for validation; by default none,
     since the job writes one split.
+
+    Args:
+        path: The committed clips directory (local or gs://).
+        split: The split to read.
+        val_batches: Whole batches held out of the end of the split.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.ClipShards(path="clips", val_batches=2)
+        >>> spec.split, spec.val_batches
+        ('train', 2)
     """
 
     path: str
