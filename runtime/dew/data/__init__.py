@@ -9,8 +9,8 @@ itself (dew.data.registry), and `dew.data.<KindClass>` reaches a kind through it
 module and no line in this file (type checkers learn the kinds from the generated dew.data.kinds).
 
 The surface is `__all__` and the kinds: `dir(dew.data)` lists those and nothing else. The modules behind
-them are implementation, not attributes of the package: `dew.data.formats` still reaches one (it is
-imported on that first use), but `import dew.data` leaves none of them in its namespace.
+them are implementation, not attributes of the package until used: `dew.data.formats` still reaches
+one, but `import dew.data` leaves none of them in its namespace.
 """
 
 from importlib import import_module as _import_module
@@ -113,7 +113,9 @@ def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if _find_spec(f"{__name__}.{name}") is not None:
-        return _import_module(f"{__name__}.{name}")  # a module: `dew.data.formats`, as any package
+        # A module, `dew.data.formats`, as any package gives it; an attribute from its first use on.
+        module = globals()[name] = _import_module(f"{__name__}.{name}")
+        return module
     try:
         return getattr(datasets, name)
     except AttributeError as error:

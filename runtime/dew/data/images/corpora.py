@@ -122,10 +122,6 @@ def _shared_extras(sets: list[shards.ImageRecords]) -> tuple[str, ...]:
 class CC3M(ImageCorpus):
     """Conceptual Captions 3M: 50 shards, 37 GiB, about 3.3M samples (shard 00039 missing).
 
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
-
     Examples:
         >>> from dew.data import datasets
         >>> datasets.CC3M(root="/mnt/msml612", image_size=128).root
@@ -139,10 +135,6 @@ class CC3M(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class CC12M(ImageCorpus):
     """Conceptual Captions 12M, in the arrayrecord2 layout of the msml612 bucket (shard count not recorded).
-
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
 
     Examples:
         >>> from dew.data import datasets
@@ -158,10 +150,6 @@ class CC12M(ImageCorpus):
 class DiffusionDB(ImageCorpus):
     """DiffusionDB (Stable Diffusion images and their prompts): 31 shards, 60 GiB, 1.97M samples.
 
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
-
     Examples:
         >>> from dew.data import datasets
         >>> datasets.DiffusionDB(root="/mnt/msml612", image_size=128).root
@@ -176,10 +164,6 @@ class DiffusionDB(ImageCorpus):
 class Laion2bAesthetic(ImageCorpus):
     """The laion-2B-en aesthetic >= 4.2 subset: 569 shards, 550 GiB, larger than Laion12mCoco but noisier.
 
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
-
     Examples:
         >>> from dew.data import datasets
         >>> datasets.Laion2bAesthetic(root="/mnt/msml612", image_size=128).root
@@ -193,10 +177,6 @@ class Laion2bAesthetic(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class Laion12mCoco(ImageCorpus):
     """laion-aesthetics-12M (score >= 6) plus MS-COCO 2017: 228 shards, 236 GiB, about 15M samples.
-
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
 
     Examples:
         >>> from dew.data import datasets
@@ -213,10 +193,6 @@ class CombinedMsml612(ImageCorpus):
     """The four msml612 corpora together (Laion12mCoco, Laion2bAesthetic, DiffusionDB, CC3M): about 883 GiB
     and 20M samples.
 
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
-
     Examples:
         >>> from dew.data import datasets
         >>> datasets.CombinedMsml612(root="/mnt/msml612", image_size=128).root
@@ -231,10 +207,6 @@ class CombinedMsml612(ImageCorpus):
 class Combined30M(ImageCorpus):
     """Four arrayrecord2 shard sets of the msml612 bucket, about 30M samples: laion-aesthetics-12M with
     MS-COCO 2017, CC12M, an aesthetic COYO subset, and playground + leonardo (×4) + CC3M.
-
-    Args:
-        root: Where its shard sets lie, the bucket by default; weights and the image fields are
-            ImageCorpus's and ImageDataset's.
 
     Examples:
         >>> from dew.data import datasets
