@@ -38,8 +38,10 @@ demo: $(STAMP)
 test: $(STAMP) $(TOOLS_STAMP) browser
 	PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS)
 
+# mypy reads [tool.mypy] in pyproject.toml and keeps its cache in .mypy_cache.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy -p dew.data -p dew.preprocess -p dew.pipelines
 
 bench: $(STAMP)
 	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
@@ -50,4 +52,4 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) $(TOOLS) site .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) site .pytest_cache .ruff_cache .hypothesis .mypy_cache

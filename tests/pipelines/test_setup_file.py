@@ -35,4 +35,6 @@ def test_beam_builds_an_sdist_whose_wheel_holds_all_of_dew(tmp_path: Path) -> No
         files = set(archive.namelist())
     for module in ("dew/data/__init__.py", "dew/preprocess/corpus.py", "dew/pipelines/cli.py"):
         assert module in files, f"{module} missing from the worker's wheel"
+    for marker in ("dew/data/py.typed", "dew/preprocess/py.typed", "dew/pipelines/py.typed"):
+        assert marker in files, f"{marker} missing: type checkers would treat the installed package as untyped"
     assert "dew/__init__.py" not in files, "dew is a namespace package over three source roots"

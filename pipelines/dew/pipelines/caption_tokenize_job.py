@@ -18,6 +18,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
+from dew.data.sections import ImagesSection
 from dew.pipelines import common, flags
 from dew.preprocess.captions import TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         # construction.
         plan = describe(args.input[0], args.output, args.tokenizer, args.max_length, args.batch_size)
         source = formats.read_meta(plan.input, kind="images")
-        tokenized_section(source.section, plan)
+        tokenized_section(source.section_as(ImagesSection), plan)
         # A missing or truncated shard, one stat each; checksums and record counts are read on the workers.
         formats.check_local_sizes(plan.input, source)
     except (ValueError, OSError) as error:

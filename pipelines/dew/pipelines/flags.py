@@ -31,7 +31,7 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         if action.required or action.default in (None, [], argparse.SUPPRESS):
             return action.help or ""
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or ""
 
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -110,7 +110,7 @@ def beam_parser() -> argparse.ArgumentParser:
     """Every flag Beam's PipelineOptions knows: each options class's own, as Beam gathers them itself."""
     from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
-    def every(cls: type) -> Iterable[type]:
+    def every(cls: type[PipelineOptions]) -> Iterable[type[PipelineOptions]]:
         for sub in cls.__subclasses__():
             yield sub
             yield from every(sub)

@@ -29,7 +29,10 @@ from dew.pipelines import zygotes
 from dew.pipelines.zygotes import Zygote
 
 URN = "dew:env:forked_python:v1"
-_SUBPROCESS = environments.SubprocessSDKEnvironment(command_string="").to_runner_api_parameter(None)[0]
+# The subprocess environment's parameter does not read the pipeline context it is typed to take.
+_SUBPROCESS = environments.SubprocessSDKEnvironment(command_string="").to_runner_api_parameter(
+    None  # type: ignore[arg-type]
+)[0]
 # Zygotes of the runs now in progress, by run; each handler takes one of its run.
 _pools: dict[str, list[Zygote]] = {}
 _pools_lock = threading.Lock()

@@ -44,7 +44,7 @@ def read_sample(path: str, meta: formats.Meta, count: int, budget: int = SAMPLE_
     wanted = max(1, min(count, shard.records, budget // per_record))
     indices = sorted({round(i) for i in np.linspace(0, shard.records - 1, wanted)})
     local = formats.verify_shard(path, shard, checksum=True)
-    if formats.parse_shard_name(shard.name)[3] == "parquet":
+    if formats.shard_extension(shard.name) == "parquet":
         rows = _parquet_rows(local, indices)
     else:
         from array_record.python.array_record_module import ArrayRecordReader

@@ -73,8 +73,9 @@ def _flags() -> list[dict[str, Any]]:
             "helpText": " ".join(f"{', '.join(jobs)}: {text}." for text, jobs in by_help.items()),
             "isOptional": True,
         }
-        if first[dest].choices:
-            parameter["regexes"] = [f"^({'|'.join(map(str, first[dest].choices))})$"]
+        choices = first[dest].choices
+        if choices:
+            parameter["regexes"] = [f"^({'|'.join(map(str, choices))})$"]
         parameters.append(parameter)
     return parameters
 

@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return plan
 
 
-def check_corpora(corpora: Sequence[str], split: str) -> None:
+def check_corpora(corpora: Iterable[str], split: str) -> None:
     """Refuses here, before the runner starts, what a worker would fail on: a corpus not committed or of
     another kind, a damaged meta.json or shard, corpora of different tokenizers, a split a corpus lacks."""
     metas = {path: read_corpus_meta(path) for path in corpora}

@@ -2,7 +2,7 @@
 
 Under `direct_running_mode=multi_processing`, the default for a local run, each worker process sends
 its log records to the launcher, which logs every one of them again through one Beam logger as
-"Worker: <the whole LogEntry protobuf on one line>". The launcher silences Beam's loggers, since
+`"Worker: <the whole LogEntry protobuf on one line>"`. The launcher silences Beam's loggers, since
 they are mostly start-up noise and a failed worker's traceback, so the progress lines the jobs log
 every few seconds never showed. This filter keeps, of those re-logged records, only the ones a dew
 module wrote, and shows them as their own message.

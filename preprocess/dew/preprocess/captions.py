@@ -121,7 +121,7 @@ def _read_range(path: str, fields: tuple[str, ...], start: int, end: int) -> lis
     if path.endswith(".parquet"):
         pq = require("pyarrow.parquet", for_what="reading parquet shards")
         file = pq.ParquetFile(path)
-        first, groups, offset = 0, [], 0
+        first, groups, offset = 0, list[int](), 0
         for group in range(file.num_row_groups):
             rows = file.metadata.row_group(group).num_rows
             if first < end and first + rows > start:
@@ -231,7 +231,7 @@ class TokenizeCaptions(beam.PTransform):
         self.identity = identity
 
     def expand(self, units: beam.PCollection) -> beam.PCollection:
-        section = tokenized_section(self.source.section, self.plan)
+        section = tokenized_section(self.source.section_as(ImagesSection), self.plan)
         ext = self.source.shards(next(iter(self.source.splits)))[0].name.rsplit(".", 1)[1]
         counts = {split: len(shards) for split, shards in self.source.splits.items()}
         shards_by_name = {shard.name: shard for shards in self.source.splits.values() for shard in shards}
@@ -239,7 +239,9 @@ class TokenizeCaptions(beam.PTransform):
         shards = (
             units
             | "SpreadRanges" >> beam.Reshuffle()
-            | "Tokenize" >> beam.ParDo(_TokenizeRange(self.plan, self.source.section.fields, shards_by_name))
+            | "Tokenize" >> beam.ParDo(
+                _TokenizeRange(self.plan, self.source.section_as(ImagesSection).fields, shards_by_name)
+            )
             | "WriteShards" >> WriteShards(self.plan.output, ShardFormat(ext=ext, section=section), shard_counts)
         )
         return (

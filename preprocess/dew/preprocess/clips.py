@@ -255,7 +255,7 @@ def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -
         "videos_in": videos,
         "videos_written": len(kept),
         "clips_written": clips,
-        "frames_written": clips * meta.section.frames,
+        "frames_written": clips * meta.section_as(ClipsSection).frames,
         "dropped": dropped,
         "dropped_inputs": [{k: t[k] for k in ("path", "reason", "error")} for t in tallies if t["reason"] is not None],
         "shards": len(meta.shards(TRAIN)),

@@ -196,7 +196,8 @@ def require_bucket(path: str) -> None:
 
     bucket = path.removeprefix("gs://").split("/", 1)[0]
     try:
-        found = FileSystems.get_filesystem(path)._gcsIO().get_bucket(bucket)
+        # A gs:// path resolves to Beam's GCSFileSystem, whose _gcsIO the FileSystem base does not declare.
+        found = FileSystems.get_filesystem(path)._gcsIO().get_bucket(bucket)  # type: ignore[attr-defined]
     except Forbidden:
         return
     if found is None:

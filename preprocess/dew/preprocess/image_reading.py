@@ -188,7 +188,7 @@ class ReadSource(beam.DoFn):
             caption, reason = utf8_field(files.without_bom(files.read_bytes(sidecar)).strip())
         else:
             caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
-        if reason is not None:
+        if caption is None:  # utf8_field gives no bytes exactly when it gives a reason
             return None, {}, reason
         if not files.is_regular_file(source.path):
             return None, {}, NOT_A_FILE
@@ -200,7 +200,7 @@ class ReadSource(beam.DoFn):
         fields: Fields = {}
         for name, column in (("caption", options.caption_field), *((f, f) for f in options.extra_fields)):
             value, reason = utf8_field(values.get(column), text_only=name == "caption")
-            if reason is not None:
+            if value is None:  # utf8_field gives no bytes exactly when it gives a reason
                 return None, {}, reason
             fields[name] = value
         image = values.get(options.image_field)

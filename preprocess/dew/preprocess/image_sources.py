@@ -186,7 +186,9 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
     ignored.setdefault(HIDDEN, []).extend(
         sorted(m.path for m in everything if any(p.startswith(".") for p in m.path[len(prefix) :].split("/")))
     )
-    found, strays, listed = [], [], []
+    found: list[tuple[str, str, str, str | None]] = []
+    strays: list[tuple[str, str, str, str | None]] = []
+    listed = []
     for item in files.expand_inputs([files.join(root, "**")]):
         name = item.path[len(prefix) :] if item.path.startswith(prefix) else item.path
         parts = name.split("/")

@@ -142,9 +142,10 @@ class ImagesPlan:
         """The stored image for input bytes `data`, or pixels.ImageRejected naming why it is dropped."""
         size = None if self.resize == "keep" else self.size
         image = pixels.decode(data, rules=self.rules, size=size)
-        if self.resize == "shorter_side":
+        # __post_init__ gives every policy but keep a size.
+        if self.resize == "shorter_side" and size is not None:
             image = pixels.scale_shorter_side(image, size)
-        elif self.resize == "center_crop":
+        elif self.resize == "center_crop" and size is not None:
             image = pixels.square(image, size)
         return pixels.encode(image, self.encoding, self.quality)
 

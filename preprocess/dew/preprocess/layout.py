@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class Layout:
                 yield split, j, start + (stop - start) * j // count
 
 
-def locate(lengths: FileLengths, layout: Layout) -> Iterator[tuple[str, object]]:
+def locate(lengths: FileLengths, layout: Layout) -> Iterator[tuple[str | ShardId, Any]]:
     """The cut and shard boundaries that fall inside this file, as keys ("cut", (key, k)) / ((split, j), key)."""
     start = layout.file_starts.get(lengths.file)
     if start is None:
@@ -146,14 +147,14 @@ class ShardMap:
     bounds: Mapping[str, Sequence[Key]]
 
     @classmethod
-    def of(cls, layout: Layout, located: Iterable[tuple[object, object]]) -> ShardMap:
+    def of(cls, layout: Layout, located: Iterable[tuple[str | ShardId, Any]]) -> ShardMap:
         cut = None
         found: dict[ShardId, Key] = {}
         for name, value in located:
-            if name == "cut":
+            if isinstance(name, str):  # "cut": shard boundaries are named (split, j)
                 cut = value
             else:
-                found[name] = tuple(value)  # type: ignore[index]
+                found[name] = tuple(value)
         bounds = {}
         for split, count in layout.shards.items():
             keys = []

@@ -82,7 +82,7 @@ def _scan_ends(directory: str, meta: Meta, split: str, work: str) -> np.ndarray:
     found, seen = [], 0
     for shard in meta.shards(split):
         path = verified_copy(directory, shard, work)
-        tokens, local = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
+        tokens, local = shard_document_ends(path, formats.shard_extension(shard.name), meta.tokens)
         found.append(local + seen)
         seen += tokens
     ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)

@@ -89,7 +89,7 @@ class _ShardEnds(beam.DoFn):
         work = tempfile.mkdtemp(prefix="dew-pack-")
         try:
             path = verified_copy(self.output, shard, work)
-            seen, ends = shard_document_ends(path, formats.parse_shard_name(shard.name)[3], meta.tokens)
+            seen, ends = shard_document_ends(path, formats.shard_extension(shard.name), meta.tokens)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if seen != shard.units:

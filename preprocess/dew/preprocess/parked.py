@@ -49,6 +49,7 @@ class ParkingFile:
             self.path = files.temp_name(self.output, self.name)
             self._file = FileSystems.create(self.path)
         self._file.write(record)
+        assert self.path is not None, "an open file was opened at self.path"
         parked = Parked(self.path, self._offset, len(record))
         self._offset += len(record)
         return parked

@@ -105,6 +105,7 @@ class _Spill:
         elsewhere: collections.OrderedDict[str, Any] = collections.OrderedDict()
         try:
             for _, path, offset, size, _ in self.index:
+                reader: Any
                 if path == self.path:
                     reader = spill
                 else:
@@ -286,7 +287,7 @@ def write_piece_indexes(output: str, meta: Meta) -> list[str]:
     fingerprint = meta.fingerprint()
     indexed = []
     for split, shards in meta.splits.items():
-        ext = formats.parse_shard_name(shards[0].name)[3] if shards else "bin"
+        ext = formats.shard_extension(shards[0].name) if shards else "bin"
         if ext == "bin":
             continue
         lengths = []

@@ -55,6 +55,8 @@ def describe_tokenizer(name: str, *, pack: bool, eos_id: int | None = None) -> T
     eos_id overrides the tokenizer's own; a packed corpus needs one, an unpacked one records none.
     """
     tokenizer = tokenizer_for(name)
+    own_eos: int | None
+    bos: int | None
     if name == "byte":
         vocab, own_eos, bos = BYTE_VOCAB, BYTE_EOS, None
     else:
@@ -178,7 +180,7 @@ class _EncodeBatch(beam.DoFn):
         total = int(ends[-1]) if len(ends) else 0
         flat = itertools.chain.from_iterable(itertools.chain(ids, tail) for ids in encoded)
         ids = np.fromiter(flat, dtype=self.info.dtype, count=total)
-        yield TokenBatch(keys=[tuple(key) for key, _ in batch], ends=ends, ids=ids)
+        yield TokenBatch(keys=[(file, row) for (file, row), _ in batch], ends=ends, ids=ids)
         self.documents.inc(len(batch))
         self.tokens.inc(total)
         self.progress.add(len(batch), total)

@@ -100,7 +100,13 @@ class FetchShard(beam.DoFn):
         self.fetcher = fetch.Fetcher(timeout=plan.timeout, retries=plan.retries, policy=plan.policy)
         self.pool = concurrent.futures.ThreadPoolExecutor(plan.threads, thread_name_prefix="dew-fetch")
         self.progress = _Progress()
-        names = ("urls_fetched", "urls_refetched", "bytes_fetched", "images_encoded", *fetch.DROP_REASONS)
+        names: tuple[str, ...] = (
+            "urls_fetched",
+            "urls_refetched",
+            "bytes_fetched",
+            "images_encoded",
+            *fetch.DROP_REASONS,
+        )
         names += ("shards_written", "shards_skipped", "shards_refetched")
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
 

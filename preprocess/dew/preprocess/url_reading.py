@@ -77,7 +77,7 @@ class _ReadUrlSource(ReadSource):
         fields: dict[str, bytes] = {}
         for name, column in (("caption", self.options.caption_field), *((f, f) for f in self.options.extra_fields)):
             value, reason = utf8_field(values.get(column), text_only=name == "caption")
-            if reason is not None:
+            if value is None:  # utf8_field gives no bytes exactly when it gives a reason
                 return None, {}, reason
             fields[name] = value
         url_bytes, reason = utf8_field(url.strip())
@@ -88,7 +88,7 @@ class _ReadUrlSource(ReadSource):
             stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
             # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
             # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-            text = codecs.getreader("utf-8-sig")(stream, errors="surrogateescape")
+            text = codecs.getreader("utf-8-sig")(stream, "surrogateescape")  # errors=, positional in typeshed
             try:
                 for row, values in enumerate(csv.DictReader(text)):
                     yield row, values, None

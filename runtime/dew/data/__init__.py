@@ -6,10 +6,17 @@ transformers, av, apache_beam, jax); a spec imports what it needs when it is use
 
 Dataset kinds are not imported here by name: the registry finds every `@datasets(...)` declaration
 itself (dew.data.registry), and `dew.data.<KindClass>` reaches a kind through it, so a new kind is one
-module and no line in this file.
+module and no line in this file (type checkers learn the kinds from the generated dew.data.kinds).
+
+The surface is `__all__` and the kinds: `dir(dew.data)` lists those and nothing else. The modules behind
+them are implementation, not attributes of the package until used: `dew.data.formats` still reaches
+one, but `import dew.data` leaves none of them in its namespace.
 """
 
-from typing import Any
+from importlib import import_module as _import_module
+from importlib.util import find_spec as _find_spec
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING, Any
 
 from dew.data import position
 from dew.data.batch import Batch, CaptionIds
@@ -91,9 +98,24 @@ __all__ = [
 ]
 
 
+if TYPE_CHECKING:
+    from dew.data.kinds import *  # noqa: F403 (each kind as dew.data.<Kind>, generated)
+
+# The import system set each submodule imported above as an attribute of this package; they are reached
+# through __getattr__ instead, so that the namespace holds the public names only.
+for _name, _value in list(globals().items()):
+    if isinstance(_value, _ModuleType) and _name not in __all__ and _value.__name__.startswith(f"{__name__}."):
+        del globals()[_name]
+del _name, _value
+
+
 def __getattr__(name: str) -> Any:
     if name.startswith("_"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _find_spec(f"{__name__}.{name}") is not None:
+        # A module, `dew.data.formats`, as any package gives it; an attribute from its first use on.
+        module = globals()[name] = _import_module(f"{__name__}.{name}")
+        return module
     try:
         return getattr(datasets, name)
     except AttributeError as error:
@@ -101,4 +123,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *(kind.__name__ for kind in datasets.values())})
+    return sorted({*__all__, *(kind.__name__ for kind in datasets.values())})

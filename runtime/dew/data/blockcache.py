@@ -114,7 +114,8 @@ def store(
     try:
         keep = {(path, page) for path, pages in touched.items() for page in pages}
         keep |= {(path, block // PAGE_BLOCKS) for path, blocks in writes.items() for block in blocks}
-        plan, incoming = [], 0
+        plan: list[tuple[str, int | None, dict[int, bytes], set[int], int]] = []
+        incoming = 0
         for path, blocks in writes.items():
             by_page: dict[int, dict[int, bytes]] = {}
             for block, data in blocks.items():
@@ -134,19 +135,19 @@ def store(
         total = ledger.execute("SELECT bytes FROM total").fetchone()[0]
         evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
         total -= evicted
-        unregistered = {path for path, page, *_ in plan if page is None}
-        for path, page, new, after, cost in plan:
-            if total + cost > budget or (page is not None and path in unregistered):
+        unregistered = {path for path, slot, *_ in plan if slot is None}
+        for path, slot, new, after, cost in plan:
+            if total + cost > budget or (slot is not None and path in unregistered):
                 continue  # larger than what the budget leaves: served from memory, not cached
-            if page is None:
+            if slot is None:
                 ledger.execute("INSERT INTO files VALUES (?)", (path,))
                 unregistered.discard(path)
                 total += cost
                 continue
-            _write(path, block_bytes[path], page, new)
+            _write(path, block_bytes[path], slot, new)
             ledger.execute(
                 "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                (path, page, _mask(after), charge(block_bytes[path], len(after)), now),
+                (path, slot, _mask(after), charge(block_bytes[path], len(after)), now),
             )
             total += cost
         for path, page in keep:

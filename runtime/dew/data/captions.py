@@ -35,7 +35,7 @@ class AutoTextTokenizer:
         return {"tensor_type": self.tensor_type, "modelname": self.modelname}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["tensor_type"], state["modelname"])
+        type(self).__init__(self, state["tensor_type"], state["modelname"])
 
     def __repr__(self) -> str:
         return f"AutoTextTokenizer(tensor_type={self.tensor_type!r}, modelname={self.modelname!r})"

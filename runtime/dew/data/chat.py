@@ -127,6 +127,22 @@ class ChatMessages(IndexedSpec):
     row. The training stream shuffles windows every epoch and saves a global window count, resuming on any
     process count the batch divides. val_path is a second parquet file, packed by its own plan and read in
     order as one pass of at most val_batches batches (None reads all); without it there is no validation.
+
+    Args:
+        tokenizer: The HF tokenizer whose chat template renders the conversations.
+        path: A parquet file with a `messages` column.
+        records: The same rows as JSON objects, instead of path.
+        val_path: A parquet file to validate on.
+        seq_len: Ids a window predicts; a window holds seq_len + 1.
+        pad_id: The id of empty places.
+        packing_bins: Open windows the best-fit plan chooses among.
+        val_batches: Batches a validation pass reads at most; None reads all.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.ChatMessages(tokenizer="Qwen/Qwen3-0.6B", path="chats.parquet", seq_len=1024)
+        >>> spec.packing_bins
+        8
     """
 
     tokenizer: str

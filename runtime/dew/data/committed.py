@@ -16,6 +16,7 @@ import json
 import os
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from dew.data import remote
 
@@ -117,7 +118,7 @@ def check_records(where: str, found: int, recorded: int) -> None:
         )
 
 
-def open_array_record(path: str, *, where: str | None = None, records: int | None = None) -> object:
+def open_array_record(path: str, *, where: str | None = None, records: int | None = None) -> Any:
     """An ArrayRecordReader over a local file for random access, its errors naming the file, and its
     footer's record count checked against `records` (meta.json's) when given."""
     from array_record.python.array_record_module import ArrayRecordReader

@@ -81,7 +81,7 @@ def _from_data(hint: Any, value: Any, where: str) -> Any:
         options = [a for a in get_args(hint) if a is not type(None)]
         if value is None:
             return None
-        classes = [a for a in options if dataclasses.is_dataclass(a)]
+        classes = [a for a in options if isinstance(a, type) and dataclasses.is_dataclass(a)]
         if isinstance(value, Mapping) and classes:
             return _pick_dataclass(classes, value, where)
         for option in options:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from dew.data import remote, validate
 from dew.data.loading import Loading
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import grain
 
     # What from_grain reads: a MapDataset read by index, or the IterDataset of one share, built per partition.
-    GrainPipeline = grain.MapDataset | Callable[[DataPartition], grain.IterDataset]
+    GrainPipeline: TypeAlias = grain.MapDataset | Callable[[DataPartition], grain.IterDataset]
 
 # Opens a fresh iterator over the share a partition names; the caller owns it and closes it.
 Reader = Callable[[DataPartition], Iterator[Any]]
@@ -41,6 +41,30 @@ class Dataset:
     records in a fixed order that ends by itself, or None when nothing is held out. Both read the
     share of each global batch that the partition names. `batch` is the global batch (the one a ramp
     ends at), `records` the training records of one pass.
+
+    Args:
+        train: Opens the training stream of a partition's share.
+        val: Opens the validation pass of a share, or None.
+        records: Training records of one pass, or None for a stream without one.
+        batch: The global batch.
+        ramp: The batch ramp, when the run grows its batch (ramped).
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from dew.data import DataPartition, Loading, datasets
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.arange(1000, dtype=np.uint16).tofile(path)
+        >>> spec = datasets.TokenWindows(path=path, seq_len=8, val_batches=1, loading=Loading(workers=0))
+        >>> data = spec.load(batch=4)
+        >>> with data.train(DataPartition(index=0, count=2)) as stream:  # this host's half of each batch
+        ...     first = next(stream)
+        ...     state = stream.get_state()
+        >>> first["text"].shape
+        (2, 9)
+        >>> held_out = list(data.val(DataPartition()))
+        >>> len(held_out), held_out[0]["text"].shape
+        (1, (4, 9))
     """
 
     train: Reader

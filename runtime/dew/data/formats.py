@@ -19,12 +19,14 @@ import os
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from dew.data import committed, integrity, npz, remote
 from dew.data.sections import SECTIONS, Section, TokensSection
+
+SectionT = TypeVar("SectionT", bound=Section)
 
 META = committed.META
 # Token corpora written before the shared envelope; still read, never written.
@@ -57,6 +59,14 @@ def parse_shard_name(name: str) -> tuple[str, int, int, str] | None:
     if not match:
         return None
     return match["split"], int(match["index"]), int(match["count"]), match["ext"]
+
+
+def shard_extension(name: str) -> str:
+    """The ext of a shard file name (`bin`, `array_record`, `parquet`); a ValueError for any other name."""
+    parsed = parse_shard_name(name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not a shard name (<split>-SSSSS-of-NNNNN.<ext>)")
+    return parsed[3]
 
 
 def sha256_file(path: str, chunk: int = 1 << 22) -> str:
@@ -144,8 +154,8 @@ class Meta:
 
     def __post_init__(self) -> None:
         for split, shards in self.splits.items():
-            parsed = [parse_shard_name(shard.name) for shard in shards]
-            if any(p is None or p[0] != split for p in parsed):
+            parsed = [p for p in map(parse_shard_name, (shard.name for shard in shards)) if p and p[0] == split]
+            if len(parsed) != len(shards):
                 raise ValueError(f"split {split!r} lists shards of another split: {[s.name for s in shards]}")
             if any(p[1] != i or p[2] != len(shards) or p[3] != parsed[0][3] for i, p in enumerate(parsed)):
                 raise ValueError(
@@ -173,8 +183,12 @@ class Meta:
     @property
     def tokens(self) -> TokensSection:
         """The tokens section; a directory of another kind is refused."""
-        section = self.expect(TokensSection.KIND, "this directory")
-        assert isinstance(section, TokensSection)
+        return self.section_as(TokensSection)
+
+    def section_as(self, cls: type[SectionT]) -> SectionT:
+        """The section, typed as the kind `cls` declares; a directory of another kind is refused."""
+        section = self.expect(cls.KIND, "this directory")
+        assert isinstance(section, cls)
         return section
 
     def shards(self, split: str) -> tuple[Shard, ...]:

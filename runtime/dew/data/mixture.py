@@ -133,10 +133,10 @@ class MixtureOrder(BaseOrder):
 
     def _first_reaching(self, targets: Sequence[int]) -> int:
         """The fewest records in which every corpus c supplies at least targets[c]."""
-        weights, targets = np.array(self.weights, dtype=np.int64), np.asarray(targets, dtype=np.int64)
+        weights, wanted = np.array(self.weights, dtype=np.int64), np.asarray(targets, dtype=np.int64)
         # Fewer whole periods than this leave some corpus short even after one more partial period.
-        cycles = max(0, int(np.max(-(-targets // weights) - 1)))
-        reached = np.all(cycles * weights + self._counts >= targets, axis=1)
+        cycles = max(0, int(np.max(-(-wanted // weights) - 1)))
+        reached = np.all(cycles * weights + self._counts >= wanted, axis=1)
         return cycles * self.period + int(np.argmax(reached))
 
     def _pass_length(self) -> int:
@@ -336,7 +336,7 @@ def _mixture_dataset_class() -> type:
         def __len__(self) -> int:
             return len(self.order)
 
-        def __getitem__(self, index):  # type: ignore[override]
+        def __getitem__(self, index: Any) -> Any:
             if isinstance(index, slice):
                 return self.slice(index)
             return self.order[index]

@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
 from dew.data.packing import PackingPlan
 
 Positions = Literal["piece", "document"]
+
+
+class Spans(Protocol):
+    """What a batch slices its pieces from: an array, or a token stream read in spans (a TokenSource)."""
+
+    def __getitem__(self, span: slice, /) -> np.ndarray: ...
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -48,7 +54,7 @@ class PackedBatch:
         values[document_starts[d]]; `fill` in every cell no piece reaches."""
         return self.slice(values, document_starts[self.documents], fill=fill)
 
-    def slice(self, values: np.ndarray, origins: np.ndarray, *, fill: int = 0) -> np.ndarray:
+    def slice(self, values: Spans, origins: np.ndarray, *, fill: int = 0) -> np.ndarray:
         """[windows, window] int32 of a stream in which each piece's document begins at its `origins`
         entry; `fill` in every cell no piece reaches."""
         sources = (np.asarray(origins, dtype=np.int64) + self.starts).tolist()

@@ -26,7 +26,7 @@ import dataclasses
 import os
 import threading
 import weakref
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -109,12 +109,12 @@ class FileArray:
             if step == 1:
                 return self._span(start, stop)
             return self._gather(np.arange(start, stop, step, dtype=np.int64))
-        index = np.asarray(key)
-        if index.dtype == np.bool_ or not np.issubdtype(index.dtype, np.integer):
+        indices = np.asarray(key)
+        if indices.dtype == np.bool_ or not np.issubdtype(indices.dtype, np.integer):
             return np.asarray(self)[key]
-        return self._gather(index)
+        return self._gather(indices)
 
-    def searchsorted(self, values: Any, side: str = "left") -> Any:
+    def searchsorted(self, values: Any, side: Literal["left", "right"] = "left") -> Any:
         """np.searchsorted over this (sorted) array: a binary search whose first probes, the same for every
         search, are remembered, then one read of the last 512 candidates."""
         if side not in ("left", "right"):
@@ -124,7 +124,7 @@ class FileArray:
         return int(found[0]) if wanted.ndim == 0 else found.reshape(wanted.shape)
 
     # -- reading ---------------------------------------------------------------------------------------
-    def _search(self, value: Any, side: str) -> int:
+    def _search(self, value: Any, side: Literal["left", "right"]) -> int:
         low, high = 0, len(self)
         while high - low > 512:
             middle = (low + high) // 2

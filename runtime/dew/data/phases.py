@@ -58,7 +58,9 @@ def check_phases(phases: Sequence[DataPhase]) -> None:
             raise ValueError(f"phases[{i}] is the last phase, which runs to the end: its until_step must be None")
         if not last and phase.until_step is None:
             raise ValueError(f"phases[{i}] needs an until_step: only the last phase runs to the end")
-        if i and not last and phase.until_step <= phases[i - 1].until_step:
+        # Every phase but the last was checked above to have an until_step.
+        previous = phases[i - 1].until_step if i else None
+        if not last and previous is not None and phase.until_step is not None and phase.until_step <= previous:
             raise ValueError(
                 f"phases[{i}].until_step {phase.until_step} does not come after phases[{i - 1}]'s "
                 f"{phases[i - 1].until_step}"
@@ -136,6 +138,7 @@ class PhasedOrder(BaseOrder):
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
         """Accepts phases appended, or the current phase's end moved past `records`; refuses the rest by name."""
+        saved_phases: list[Mapping[str, Any]]
         if saved.get("order") == "mixture":
             saved_phases = [{"until": None, "reads": saved}]
         elif saved.get("order") == "phased":

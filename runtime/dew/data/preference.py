@@ -103,6 +103,21 @@ class PreferencePairs(IndexedSpec):
     resumes on any process count the batch divides. val_path is a second parquet file read in its own
     order as one pass of at most val_batches batches (None reads all of it); without it there is no
     validation.
+
+    Args:
+        path: A parquet file with prompt, chosen and rejected id columns.
+        records: The same rows as JSON objects, instead of path.
+        val_path: A parquet file to validate on.
+        seq_len: The width of each side of a pair.
+        pad_id: The id of empty places.
+        val_batches: Batches a validation pass reads at most; None reads all.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> row = '{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}'
+        >>> spec = datasets.PreferencePairs(records=(row,), seq_len=8, val_batches=0)
+        >>> len(spec.records)
+        1
     """
 
     path: str | None = None

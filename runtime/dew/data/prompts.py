@@ -147,6 +147,22 @@ class Prompts(IndexedSpec):
     The training stream reshuffles every prompt each epoch and saves a global prompt count, so it resumes
     on any process count the batch divides. val_path is a second parquet file read in order as one pass of
     at most val_batches batches (None reads all); without it there is no validation.
+
+    Args:
+        tokenizer: The HF tokenizer whose chat template renders the prompts.
+        path: A parquet file in verl's layout.
+        records: The same rows as JSON objects, instead of path.
+        val_path: A parquet file to validate on.
+        max_prompt_len: The width of "prompt"; a longer prompt is refused.
+        pad_id: The id of empty places, on the left.
+        val_batches: Batches a validation pass reads at most; None reads all.
+        thinking: The template's enable_thinking; None leaves the template's default.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.Prompts(tokenizer="Qwen/Qwen3-0.6B", path="rl.parquet", max_prompt_len=256)
+        >>> spec.thinking is None
+        True
     """
 
     tokenizer: str

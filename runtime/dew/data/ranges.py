@@ -231,8 +231,8 @@ def read_spans(
     shards: Sequence[RangedShard], ends: np.ndarray, dtype: np.dtype, starts: np.ndarray, length: int
 ) -> np.ndarray:
     """[len(starts), length] ids of a stream held in `shards`: read_pieces of equal lengths."""
-    starts = np.asarray(starts, dtype=np.int64).tolist()
-    rows = read_pieces(shards, ends, dtype, starts, [length] * len(starts))
+    first: list[int] = np.asarray(starts, dtype=np.int64).tolist()
+    rows = read_pieces(shards, ends, dtype, first, [length] * len(first))
     return np.stack(rows) if rows else np.empty((0, length), dtype=dtype)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from dew.data.config import from_fields
+from dew.data.kinds import KindAttributes
 from dew.data.spec import DatasetSpec
 
 SpecType = TypeVar("SpecType", bound=type[DatasetSpec])
@@ -30,13 +31,14 @@ ENTRY_POINTS = "dew.datasets"
 _DECLARES_A_KIND = re.compile(r"^@datasets\(", re.MULTILINE)
 
 
-class Registry(Mapping[str, type[DatasetSpec]]):
+class Registry(KindAttributes, Mapping[str, type[DatasetSpec]]):
     """Maps names to dataset kinds.
 
     `@datasets("name")` registers a frozen DatasetSpec subclass; `datasets["name"](...)` builds one;
     `datasets.Name` reaches a kind by its class name; `datasets.from_config(data)` rebuilds a spec from
     `spec.to_config()`. `discover`, when given, runs once before the first lookup, to import whatever
-    registers the kinds.
+    registers the kinds. KindAttributes (dew.data.kinds, generated) declares each built-in kind's
+    attribute for type checkers, so `datasets.PackedTokens(...)` is checked against its signature.
     """
 
     def __init__(self, discover: Callable[[], None] | None = None) -> None:

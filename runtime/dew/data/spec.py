@@ -29,6 +29,16 @@ class DatasetSpec:
 
     seed decides the record order and keys any per-record randomness; loading only sets the speed.
     Both are keyword-only so a kind may declare required fields of its own.
+
+    Args:
+        seed: Orders the records and keys every per-record draw (crops, flips, clip starts).
+        loading: How fast records are read (dew.data.Loading); it changes no record and no order.
+
+    Examples:
+        >>> from dew.data import DatasetSpec, datasets
+        >>> spec = datasets.TokenWindows(path="tokens.bin", seed=3)
+        >>> isinstance(spec, DatasetSpec), spec.seed
+        (True, 3)
     """
 
     seed: int = 0
@@ -44,7 +54,27 @@ class DatasetSpec:
     decodes: ClassVar[bool] = False
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        """The dataset's batches: `batch` records a step across every process."""
+        """The dataset's batches: `batch` records a step across every process.
+
+        Args:
+            batch: The global batch, the records one step reads across every process.
+            tokenize: Reads the captions of a captioned kind (AutoTextTokenizer, say); a kind without
+                captions refuses one.
+
+        Returns:
+            The Dataset: `train(partition)` and `val(partition)` open batch iterators over a share.
+
+        Examples:
+            >>> import os, tempfile
+            >>> import numpy as np
+            >>> from dew.data import Loading, datasets
+            >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+            >>> np.arange(100, dtype=np.uint16).tofile(path)
+            >>> spec = datasets.TokenWindows(path=path, seq_len=8, val_batches=0, loading=Loading(workers=0))
+            >>> data = spec.load(batch=2)
+            >>> data.batch, data.records, data.val is None
+            (2, 12, True)
+        """
         raise NotImplementedError(f"{type(self).__name__} does not implement load")
 
     def uncaptioned(self, tokenize: Tokenize | None) -> None:
@@ -90,8 +120,12 @@ class IndexedSpec(DatasetSpec):
     """
 
     # Declared by each kind, not here: a field here would move it in every kind's signature.
+    # A property to the type checker, so that it is no field of this class either and cannot take the
+    # place of each kind's own.
     if TYPE_CHECKING:
-        val_batches: int | None
+
+        @property
+        def val_batches(self) -> int | None: ...
 
     def __post_init__(self) -> None:
         validate.fields(self, optional=("val_batches",))

@@ -59,7 +59,7 @@ class _ShareRows:
         return {"order": self.order, "schedule": self.schedule, "partition": self.partition}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["order"], state["schedule"], state["partition"])
+        type(self).__init__(self, state["order"], state["schedule"], state["partition"])
 
     def __call__(self, step: int) -> Any:
         with self._idle:

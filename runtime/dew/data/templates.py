@@ -77,12 +77,14 @@ class ChatTemplate:
     """A tokenizer's chat template, called with the same switches for every conversation."""
 
     def __init__(self, tokenizer: str, *, thinking: bool | None = None) -> None:
-        from dew.data.text import tokenizer_for
+        from dew.data.text import HFTokenizer, tokenizer_for
 
         self.name = tokenizer
-        self.tokenizer = tokenizer_for(tokenizer)
-        if not hasattr(self.tokenizer, "apply_chat_template"):
+        chosen = tokenizer_for(tokenizer)
+        # Only an HF tokenizer carries a chat template (ByteTokenizer has none).
+        if not isinstance(chosen, HFTokenizer):
             raise ValueError(f"tokenizer {tokenizer!r} has no chat template; name an HF tokenizer that has one")
+        self.tokenizer = chosen
         hf = self.tokenizer.tokenizer
         if not getattr(hf, "chat_template", None):
             raise ValueError(

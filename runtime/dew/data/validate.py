@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """A plain int, not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -63,7 +64,7 @@ def weight(where: str, value: object) -> None:
         raise ValueError(f"{where}: weight must be a positive number, got {value!r}")
 
 
-def mixture(where: str, weights: Mapping[object, object]) -> None:
+def mixture(where: str, weights: Mapping[Any, object]) -> None:
     """Refuses an empty {name: weight} mixture, a name that is not a non-empty str, or a bad weight."""
     if not weights:
         raise ValueError(f"{where} is an empty mixture; name at least one")

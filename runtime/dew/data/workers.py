@@ -82,7 +82,9 @@ def _check_rerunnable(main: Any, path: str | None) -> None:
         return
     from multiprocessing import process
 
-    where = path if os.path.isabs(path) or process.ORIGINAL_DIR is None else os.path.join(process.ORIGINAL_DIR, path)
+    # The directory the first process started in; typeshed does not declare it.
+    original: str | None = getattr(process, "ORIGINAL_DIR", None)
+    where = path if os.path.isabs(path) or original is None else os.path.join(original, path)
     if not os.path.exists(where):
         raise RuntimeError(
             f"the main script is {path!r}, not a file worker processes can re-run on start (a script piped "

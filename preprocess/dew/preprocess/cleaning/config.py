@@ -76,7 +76,8 @@ class QualityConfig:
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
             value = getattr(self, item.name)
-            kind = {"bool": bool, "int": int, "float": (int, float), "str": str}[str(item.type)]
+            kinds: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float), "str": str}
+            kind = kinds[str(item.type)]
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 raise TypeError(f"QualityConfig.{item.name} must be {item.type}, got {value!r}")
             negative = isinstance(value, int | float) and not isinstance(value, bool) and value < 0

@@ -71,13 +71,14 @@ def filter_text(text: str, config: QualityConfig) -> tuple[str, str | None]:
         reason = language_failure(text, config)
         if reason:
             return text, reason
+    # Split once, and only when a Gopher family reads the words; FineWeb splits them itself otherwise.
     words: list[str] | None = None
     if config.gopher_repetition or config.gopher_quality:
-        words = split_words(text)
-    if config.gopher_repetition and (reason := repetition_failure(text, words, config)):
-        return text, reason
-    if config.gopher_quality and (reason := quality_failure(text, words, config)):
-        return text, reason
+        split = words = split_words(text)
+        if config.gopher_repetition and (reason := repetition_failure(text, split, config)):
+            return text, reason
+        if config.gopher_quality and (reason := quality_failure(text, split, config)):
+            return text, reason
     if config.c4:
         kept, reason = c4_lines(text, config)
         if reason:

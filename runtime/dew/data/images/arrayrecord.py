@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 from dew.data import formats
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
+
+# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
+from dew.data.images.shards import ImageRecords
 from dew.data.registry import datasets
 
 
@@ -19,9 +23,22 @@ class ArrayRecordImages(ImageDataset):
     path is a committed `dew.images/1` directory (meta.json gives every shard's record count, so
     start-up opens no shard; its `val` split, when it has one, is the validation pass), or a raw shard
     set, path/*.array_record with no meta.json, as img2dataset writes it (`jpg` and `txt` are read as
-    the image and the caption). With shards, path is a root and each path/<shard>/ a raw shard set,
+    the image and the caption). With shards, path is a root and each `path/<shard>/` a raw shard set,
     all of them read as one corpus in the order listed. Fields beyond the image and the caption pass
     through as bytes. path may be gs:// or a gcsfuse mount of it.
+
+    Args:
+        path: A committed images directory, a raw shard set, or (with shards) the root of several.
+        shards: Raw shard sets under path, read as one corpus in this order.
+        split: The split of a committed directory to train on.
+        image_size: The side of the square images, as ImageDataset says (crop_scale, random_crop,
+            flip and val_batches too).
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.ArrayRecordImages(path="gs://bucket/flowers", image_size=64, flip=True)
+        >>> spec.image_size, spec.split
+        (64, 'train')
     """
 
     path: str | None = None
@@ -36,7 +53,7 @@ class ArrayRecordImages(ImageDataset):
             records, section = shards.committed(path, self.split)
             meta = formats.read_meta(path, kind="images")
             held = self.held_out_split(meta, path=path, other_than=self.split)
-            tokens = {
+            tokens: dict[str, Any] = {
                 "tokenizer": section.caption_tokenizer,
                 "tokenizer_hash": section.caption_tokenizer_hash,
                 "tokenizer_length": section.caption_length,
@@ -54,11 +71,11 @@ class ArrayRecordImages(ImageDataset):
             raise ValueError(f"{type(self).__name__}.path is unset: name a committed images directory or a shard root")
         return self.path
 
-    def raw_sets(self, root: str, names: tuple[str, ...]) -> shards.ImageRecords:
-        """Raw shard sets root/<name>/ read as one corpus: every file of each, set by set."""
+    def raw_sets(self, root: str, names: tuple[str, ...]) -> ImageRecords:
+        """Raw shard sets `root/<name>/` read as one corpus: every file of each, set by set."""
         files = [f for name in names for f in shards.raw_files(os.path.join(root, name), asked=True)]
         return shards.raw(root, files)
 
-    def opened(self, records: shards.ImageRecords, batch: int, *, where: str) -> Opened:
+    def opened(self, records: ImageRecords, batch: int, *, where: str) -> Opened:
         train, val = self.held_out(records, batch, where=where)
         return Opened(train=train, val=val, captioned=records.captioned)

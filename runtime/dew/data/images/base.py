@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from dew.data.images.batches import Captions, ImageOrder, Pixels
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
 from dew.data.records import BatchRecords, describe_source, read_batch
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+from dew.data.stream import GlobalReader
 
 _log = logging.getLogger(__name__)
 
@@ -74,6 +75,15 @@ class ImageDataset(IndexedSpec):
 
     Each kind says what it opens (`open`); held-out records are its val split, or else val_batches
     whole batches off the end of its records (0 or None holds nothing out).
+
+    Args:
+        image_size: The side of the square every image is resized to, in pixels.
+        crop_scale: The shorter side is scaled to round(image_size × crop_scale) before the square is cut.
+        random_crop: For training, cut the square at a random place instead of the centre.
+        flip: For training, mirror half the images left to right.
+        val_batches: Whole batches held out of the end of the records when the kind has no val split.
+        seed: Orders the records and keys each record's crop and flip.
+        loading: How fast records are read and decoded.
     """
 
     decodes: ClassVar[bool] = True
@@ -108,8 +118,10 @@ class ImageDataset(IndexedSpec):
             dataset = self.global_dataset(batch, train=None, val=val, order=order, records=records)
         else:
             dataset = self.global_dataset(batch, train=opened.train, val=opened.val)
-        train = dataclasses.replace(dataset.train, order=self.decoded(dataset.train.order, captions, augment=True))
-        val_reader = dataset.val
+        # global_dataset reads through GlobalReaders; each gets the image decoding put over its order.
+        reader = cast(GlobalReader, dataset.train)
+        train = dataclasses.replace(reader, order=self.decoded(reader.order, captions, augment=True))
+        val_reader = cast(GlobalReader | None, dataset.val)
         if val_reader is not None:
             val_reader = dataclasses.replace(val_reader, order=self.decoded(val_reader.order, captions, augment=False))
         return dataclasses.replace(dataset, train=train, val=val_reader)
@@ -176,7 +188,7 @@ def _context_length(tokenize: Tokenize) -> int | None:
     if isinstance(length, int):
         return length
     try:
-        ids = tokenize([""])["input_ids"]  # type: ignore[index]
+        ids = tokenize([""])["input_ids"]
         return int(ids.shape[-1])
     except (AttributeError, IndexError, KeyError, TypeError):
         return None

@@ -71,7 +71,7 @@ class Pixels:
         self,
         images: Sequence[bytes],
         where: Sequence[str],
-        keys: Sequence[int] | None = None,
+        keys: Sequence[int] | np.ndarray | None = None,
         seed: int = 0,
         verified: Sequence[bool] | None = None,
     ) -> np.ndarray:

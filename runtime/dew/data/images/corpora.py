@@ -15,6 +15,9 @@ from typing import ClassVar
 
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
+
+# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
+from dew.data.images.shards import ImageRecords
 from dew.data.mixture import Corpus
 from dew.data.registry import datasets
 
@@ -46,7 +49,7 @@ class ShardSet:
             )
         return [os.path.join(directory, name) for name in expected]
 
-    def records(self, root: str) -> shards.ImageRecords:
+    def records(self, root: str) -> ImageRecords:
         return shards.raw(os.path.join(root, self.directory), self.files(root))
 
 
@@ -64,6 +67,16 @@ class ImageCorpus(ImageDataset):
     One set is read as one corpus; several are mixed at `weights`, one a set in SETS's order, or, when
     weights is empty, at their record counts, which reads each record as often as one corpus of all
     of them would.
+
+    Args:
+        root: Where the shard sets lie: the bucket, or a local copy or mount of it.
+        weights: One weight per set in SETS's order; empty mixes the sets at their record counts.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.CC3M(root="/mnt/msml612", image_size=128)
+        >>> spec.root
+        '/mnt/msml612'
     """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = ()
@@ -107,7 +120,13 @@ def _shared_extras(sets: list[shards.ImageRecords]) -> tuple[str, ...]:
 @datasets("cc3m")
 @dataclasses.dataclass(frozen=True)
 class CC3M(ImageCorpus):
-    """Conceptual Captions 3M: 50 shards, 37 GiB, about 3.3M samples (shard 00039 missing)."""
+    """Conceptual Captions 3M: 50 shards, 37 GiB, about 3.3M samples (shard 00039 missing).
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CC3M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (CC3M_SET,)
 
@@ -115,7 +134,13 @@ class CC3M(ImageCorpus):
 @datasets("cc12m")
 @dataclasses.dataclass(frozen=True)
 class CC12M(ImageCorpus):
-    """Conceptual Captions 12M, in the arrayrecord2 layout of the msml612 bucket (shard count not recorded)."""
+    """Conceptual Captions 12M, in the arrayrecord2 layout of the msml612 bucket (shard count not recorded).
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CC12M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (CC12M_SET,)
 
@@ -123,7 +148,13 @@ class CC12M(ImageCorpus):
 @datasets("diffusiondb")
 @dataclasses.dataclass(frozen=True)
 class DiffusionDB(ImageCorpus):
-    """DiffusionDB (Stable Diffusion images and their prompts): 31 shards, 60 GiB, 1.97M samples."""
+    """DiffusionDB (Stable Diffusion images and their prompts): 31 shards, 60 GiB, 1.97M samples.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.DiffusionDB(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (DIFFUSIONDB,)
 
@@ -131,7 +162,13 @@ class DiffusionDB(ImageCorpus):
 @datasets("laion2b_aesthetic")
 @dataclasses.dataclass(frozen=True)
 class Laion2bAesthetic(ImageCorpus):
-    """The laion-2B-en aesthetic >= 4.2 subset: 569 shards, 550 GiB, larger than Laion12mCoco but noisier."""
+    """The laion-2B-en aesthetic >= 4.2 subset: 569 shards, 550 GiB, larger than Laion12mCoco but noisier.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Laion2bAesthetic(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION2B_AESTHETIC,)
 
@@ -139,7 +176,13 @@ class Laion2bAesthetic(ImageCorpus):
 @datasets("laion12m_coco")
 @dataclasses.dataclass(frozen=True)
 class Laion12mCoco(ImageCorpus):
-    """laion-aesthetics-12M (score >= 6) plus MS-COCO 2017: 228 shards, 236 GiB, about 15M samples."""
+    """laion-aesthetics-12M (score >= 6) plus MS-COCO 2017: 228 shards, 236 GiB, about 15M samples.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Laion12mCoco(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION12M_COCO,)
 
@@ -148,7 +191,13 @@ class Laion12mCoco(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class CombinedMsml612(ImageCorpus):
     """The four msml612 corpora together (Laion12mCoco, Laion2bAesthetic, DiffusionDB, CC3M): about 883 GiB
-    and 20M samples."""
+    and 20M samples.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.CombinedMsml612(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (LAION12M_COCO, LAION2B_AESTHETIC, DIFFUSIONDB, CC3M_SET)
 
@@ -157,7 +206,13 @@ class CombinedMsml612(ImageCorpus):
 @dataclasses.dataclass(frozen=True)
 class Combined30M(ImageCorpus):
     """Four arrayrecord2 shard sets of the msml612 bucket, about 30M samples: laion-aesthetics-12M with
-    MS-COCO 2017, CC12M, an aesthetic COYO subset, and playground + leonardo (×4) + CC3M."""
+    MS-COCO 2017, CC12M, an aesthetic COYO subset, and playground + leonardo (×4) + CC3M.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> datasets.Combined30M(root="/mnt/msml612", image_size=128).root
+        '/mnt/msml612'
+    """
 
     SETS: ClassVar[tuple[ShardSet, ...]] = (
         ShardSet("arrayrecord2/laion-aesthetics-12m+mscoco-2017"),

@@ -179,6 +179,18 @@ class OxfordFlowers(ArrayRecordImages):
     name, so the 8189 photographs become 102 captions a text encoder can tell apart. path is that
     directory, by default $DEW_DATA_DIR/oxford_flowers102 (DEW_DATA_DIR defaults to ~/dew_datasets);
     the dataset's own captions, if a copy carries any, are replaced.
+
+    Args:
+        path: The prepared directory; None reads $DEW_DATA_DIR/oxford_flowers102.
+        shards: As ArrayRecordImages has it.
+        split: The split to train on.
+        caption_template: The caption, with {name} the class name.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.OxfordFlowers(path="flowers102", image_size=64)
+        >>> spec.caption_template.format(name="tiger lily")
+        'a photo of a tiger lily, a type of flower'
     """
 
     caption_template: str = "a photo of a {name}, a type of flower"

@@ -82,6 +82,20 @@ class HFImages(ImageDataset):
     options (an `imagefolder` of local files, say). caption_column overrides which column captions the
     images; a dataset with neither column is uncaptioned. val_split names a held-out split; without
     one, val_batches whole batches are held out of the end of split.
+
+    Args:
+        name: A hub dataset, a save_to_disk directory, or a loader such as "imagefolder".
+        split: The split to train on.
+        val_split: The held-out split, if the dataset has one.
+        image_column: The column holding the images.
+        caption_column: The column holding the captions, instead of `caption` or `text`.
+        options: load_dataset's other arguments (HFOptions), data_files among them.
+
+    Examples:
+        >>> from dew.data import HFOptions, datasets
+        >>> spec = datasets.HFImages(name="imagefolder", options=HFOptions(data_dir="photos"))
+        >>> spec.image_column, spec.options.data_dir
+        ('image', 'photos')
     """
 
     name: str | None = None

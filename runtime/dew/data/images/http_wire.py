@@ -26,6 +26,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from dew.data.images.urls import Target
 
@@ -215,7 +216,7 @@ class Connection:
         return taken
 
 
-def _status(text: bytes) -> bool:
+def _status(text: bytes | bytearray) -> bool:
     return len(text) == 3 and text.isdigit()
 
 
@@ -272,7 +273,7 @@ class Resolver:
         if known is not None and known[0] > time.monotonic():
             return known[1]
         done = threading.Event()
-        found: list[object] = []
+        found: list[list[tuple[Any, ...]] | BaseException] = []
 
         def lookup() -> None:
             try:
@@ -286,7 +287,7 @@ class Resolver:
             continue
         if isinstance(found[0], BaseException):
             raise Broken(f"no address for {host}: {found[0]}")
-        addresses = [(family, address) for family, _, _, _, address in found[0]]  # type: ignore[union-attr]
+        addresses = [(family, address) for family, _, _, _, address in found[0]]
         with self._lock:
             self._known[(host, port)] = (time.monotonic() + _RESOLVED_SECONDS, addresses)
         return addresses

@@ -183,6 +183,23 @@ class OnlineImages(DatasetSpec):
     scaled to image_size on the shorter side and centre-cropped. loading is the fetch pool's: workers
     processes of threads fetches each, worker_buffer batches ahead (online_pool.fit fits them to the
     host); fetch holds the politeness settings. Needs the hf and images extras.
+
+    Args:
+        sources: Hub datasets or save_to_disk directories whose rows hold a url and a caption.
+        image_size: The side of the square images, in pixels.
+        min_image_size: Images whose shorter side is smaller are dropped and counted.
+        timeout: Seconds one fetch may take.
+        retries: Further tries of a fetch that failed for a reason worth retrying.
+        seed: Shuffles the urls and keys each pass's reshuffle.
+        loading: The fetch pool's processes, threads and batches ahead.
+        fetch: Politeness: fetches per host, redirects, bytes, waits and opt-outs (FetchPolicy).
+        convert_to_rgb: Convert grey, palette, alpha and CMYK images instead of dropping them.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.OnlineImages(sources=("gs://bucket/urls",), image_size=128, retries=1)
+        >>> spec.sources, spec.min_image_size
+        (('gs://bucket/urls',), 128)
     """
 
     sources: tuple[str, ...] = ()
@@ -231,7 +248,17 @@ DEFAULT_SOURCES = tuple(
 @dataclasses.dataclass(frozen=True)
 class CombinedOnline(OnlineImages):
     """Every url dataset of the dew-datasets-regional bucket; the liked sets are listed several times over,
-    which weights them up. `CombinedOnline.under(root)` reads the same list from a copy under another root."""
+    which weights them up. `CombinedOnline.under(root)` reads the same list from a copy under another root.
+
+    Args:
+        sources: The bucket's url datasets; the other fields are OnlineImages's.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.CombinedOnline.under("/mnt/regional", image_size=128)
+        >>> all(source.startswith("/mnt/regional/") for source in spec.sources)
+        True
+    """
 
     sources: tuple[str, ...] = DEFAULT_SOURCES
 

@@ -161,8 +161,8 @@ class FetchPool:
             self._out = queue.Queue(maxsize=loading.worker_buffer)
             self._stop = threading.Event()
             self._counts = [0] * len(SLOTS)
-            args = (plan, 0, 1, self.threads, self._out, self._stop, self._counts)
-            self._workers.append(threading.Thread(target=work, args=args, name="dew-fetch", daemon=True))
+            own = (plan, 0, 1, self.threads, self._out, self._stop, self._counts)
+            self._workers.append(threading.Thread(target=work, args=own, name="dew-fetch", daemon=True))
         for worker in self._workers:
             worker.start()
 

@@ -69,7 +69,7 @@ def load_rgb(image: Any) -> np.ndarray:
     grid = source.reshape(height, width, stored)
     for top in range(0, height, rows):
         bottom = min(height, top + rows)
-        if as_mode == "RGBX":  # OpenCV drops the padding byte many times faster than a strided numpy copy
+        if cv2 is not None:  # RGBX: OpenCV drops the padding byte many times faster than a strided numpy copy
             strip = cv2.cvtColor(grid[top:bottom], cv2.COLOR_RGBA2RGB)
         else:
             strip = rgb(image.crop((0, top, width, bottom)), scale_down=scale_down)
@@ -88,7 +88,7 @@ def rgb(image: Any, *, scale_down: bool | None = None) -> np.ndarray:
 
     mode = image.mode
     if mode in _SIXTEEN:
-        grey = np.asarray(image).astype(np.uint32)
+        grey: np.ndarray = np.asarray(image).astype(np.uint32)
         if scale_down is None:
             scale_down = bool(grey.max(initial=0) > 255)
         grey = (grey >> 8) if scale_down else grey

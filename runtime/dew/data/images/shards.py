@@ -95,6 +95,7 @@ class ImageRecords(BatchRecords):
         if reader is None:
             path, records = self.files[file], None
             if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
+                assert self.directory is not None, "committed shards come with the directory that lists them"
                 path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
                 records = self.shards[file].records
             # Only bytes checked against the checksum their writer recorded are known to be whole.
@@ -183,7 +184,7 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
             f"{directory} has no split {split!r}; its splits: {', '.join(sorted(meta.splits))}: give split= one of them"
         )
     shards = meta.shards(split)
-    if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
+    if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
         raise ValueError(
             f"{directory}: split {split!r} is not held in .array_record shards, the only ones the image readers "
             "read; rerun the images job with --format array_record (its default)"

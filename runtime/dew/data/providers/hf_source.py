@@ -72,6 +72,7 @@ class HFDatasetSource:
 
                         self._dataset = datasets.load_from_disk(self._saved)
                     else:
+                        assert self.name is not None, "a source not handed a dataset was named"
                         self._dataset = self.options.load(self.name, self.split, streaming=False)
         return self._dataset
 
@@ -84,7 +85,7 @@ class HFDatasetSource:
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         return self.rows(indices)
 
-    def rows(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+    def rows(self, indices: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """The records at `indices` as dicts, after the preprocess hook."""
         indices = self._check([int(i) for i in indices])
         columns = self.table()[indices]

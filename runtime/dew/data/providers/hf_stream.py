@@ -192,7 +192,12 @@ def streamed(spec: HubDataset, batch: int, dataset: Any) -> Dataset:
         )
     if not spec.name and dataset is None:
         raise ValueError("HubDataset.name is empty: name the dataset to stream")
-    common = {"name": spec.name, "options": spec.options, "seed": spec.seed, "preprocess": spec.preprocess}
+    common: dict[str, Any] = {
+        "name": spec.name,
+        "options": spec.options,
+        "seed": spec.seed,
+        "preprocess": spec.preprocess,
+    }
     train = _Plan(
         split=spec.split, dataset=dataset, shuffle_buffer=spec.shuffle_buffer, endless=True, batches=None, **common
     )

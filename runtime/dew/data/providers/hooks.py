@@ -75,7 +75,7 @@ class Hooked:
         return {"hook": self.hook, "where": self.where}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["hook"], state["where"])
+        type(self).__init__(self, state["hook"], state["where"])
 
     def apply(self, records: Iterable[Mapping[str, Any]], indices: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         if self._function is None:

@@ -32,6 +32,23 @@ class HubDataset(ProviderSpec):
     (zero keeps file order), a pass has no length (so `records` is whatever the caller knows), and the
     position is that share's own, which resumes only on a reader of the same share. A validation pass
     is never shuffled.
+
+    Args:
+        name: load_dataset's path or a save_to_disk directory, or a {name: weight} mixture.
+        split: The split to train on.
+        val_split: The split to validate on.
+        val_batches: Batches a validation pass reads at most; None reads all.
+        records: Training records of one pass, instead of the split's length.
+        preprocess: A hook run on every record before batching.
+        streaming: Read the split as it comes instead of by index.
+        shuffle_buffer: Rows HF's buffered shuffle holds when streaming.
+        options: load_dataset's other arguments (HFOptions).
+
+    Examples:
+        >>> from dew.data import HFOptions, datasets
+        >>> spec = datasets.HubDataset(name="json", options=HFOptions(data_files="rows.jsonl"))
+        >>> spec.streaming, spec.options.data_files
+        (False, 'rows.jsonl')
     """
 
     streaming: bool = False

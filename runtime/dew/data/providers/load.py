@@ -46,6 +46,34 @@ def load(
     that wants the spec in its config can write that instead. `options` is the provider's own type, and the
     other provider's is a TypeError naming both. `dataset` is an HF split the caller already holds
     (a datasets.Dataset or IterableDataset), passed to HubDataset.rows because a table has no config.
+
+    Args:
+        source: `"hf/<name>"`, `"tfds/<builder>"`, or a {source: weight} mixture of one provider's.
+        batch: The global batch.
+        options: The provider's own options: HFOptions for hf, TFDSOptions for tfds.
+        split: The split to train on.
+        val_split: The split to validate on.
+        val_batches: Batches a validation pass reads at most; None reads all.
+        records: Training records of one pass, instead of the split's length.
+        preprocess: A hook run on every record before batching.
+        seed: Orders the records.
+        shuffle_buffer: Rows HF's buffered shuffle holds when streaming.
+        streaming: Read an hf split as it comes instead of by index.
+        loading: How fast records are read.
+        dataset: An HF split already in memory, read instead of one loaded by name.
+
+    Returns:
+        The Dataset of the spec built from these arguments.
+
+    Examples:
+        >>> import datasets as hf
+        >>> from dew.data import DataPartition, Loading, load
+        >>> table = hf.Dataset.from_dict({"x": list(range(8))})
+        >>> data = load("hf/numbers", batch=4, dataset=table, loading=Loading(workers=0))
+        >>> with data.train(DataPartition()) as stream:
+        ...     batch = next(stream)
+        >>> batch["x"].shape, data.records
+        ((4,), 8)
     """
     found = providers()
     provider, name = _address(source, found)

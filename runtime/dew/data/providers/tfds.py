@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tensorflow_datasets.typing import TreeDict
 
     # TFDS's nested dict of decoders, as builder.as_data_source takes it.
-    DecoderTree = TreeDict[DecoderArg]
+    DecoderTree: TypeAlias = TreeDict[DecoderArg]
 else:
     DecoderTree = object  # read at run time by the config round-trip; tfds is not imported for it
 
@@ -167,7 +167,7 @@ class TFDSRecords:
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         return self.rows(indices)
 
-    def rows(self, indices: Sequence[int]) -> list[Any]:
+    def rows(self, indices: Sequence[int] | np.ndarray) -> list[Any]:
         indices = [int(i) for i in indices]
         size = len(self)
         bad = [i for i in indices if not 0 <= i < size]
@@ -196,7 +196,7 @@ class TFDSRecords:
         return {k: getattr(self, k) for k in keys}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)
+        type(self).__init__(self, **state)
 
 
 @datasets("tfds")
@@ -208,6 +208,21 @@ class PreparedTFDS(ProviderSpec):
     expressions ("train", "train[:90%]", "train+test"). Records come back as TFDS decodes them (text as
     bytes), through the preprocess hook when one is set. The training stream is a seeded shuffle of
     every epoch, positioned by one global record count.
+
+    Args:
+        name: The builder's name, or a {name: weight} mixture of builders.
+        split: The TFDS split expression to train on.
+        val_split: The split expression to validate on.
+        val_batches: Batches a validation pass reads at most; None reads all.
+        records: Training records of one pass, instead of the split's length.
+        preprocess: A hook run on every record before batching.
+        options: Where the prepared data lies (TFDSOptions).
+
+    Examples:
+        >>> from dew.data import TFDSOptions, datasets
+        >>> spec = datasets.PreparedTFDS(name="mnist", val_split="test", options=TFDSOptions(path="tfds"))
+        >>> spec.options.path
+        'tfds'
     """
 
     options: TFDSOptions = dataclasses.field(default_factory=TFDSOptions)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         shards = meta.shards(split)
         if not shards:
             raise ValueError(f"{path}: split {split!r} holds no shards")
-        kinds = {formats.parse_shard_name(s.name)[3] for s in shards}
+        kinds = {formats.shard_extension(s.name) for s in shards}
         if len(kinds) != 1:
             raise ValueError(f"{path}: split {split!r} mixes shard kinds {sorted(kinds)}")
         kind = kinds.pop()
@@ -41,7 +42,11 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
             files = [formats.verify_shard(path, s) for s in shards]
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
-        common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
+        common: dict[str, Any] = {
+            "dtype": np.dtype(tokens.dtype),
+            "eos_id": tokens.eos_id,
+            "vocab_size": tokens.vocab_size,
+        }
         source: TokenRecords | TokenColumn
         if kind == "array_record":
             # Records read without a field are raw ids, which the index names "".
@@ -77,6 +82,7 @@ def _check_records(directory: str, shards: tuple[formats.Shard, ...], source: To
     """Refuses a shard whose own record count is not meta.json's, naming it. The source's piece counts
     are the shards' own: parquet footers read as it was built, ArrayRecord footers counted by its scan,
     or an offline index (checked against meta.json when loaded) that each footer must match when opened."""
+    assert source.pieces is not None  # every source has its piece index once built
     for shard, found in zip(shards, source.pieces.counts.tolist(), strict=True):
         committed.check_records(os.path.join(directory, shard.name), int(found), shard.records)
 

@@ -94,6 +94,21 @@ class PackedTokens(IndexedSpec):
     its document, continuing through the pieces of a document longer than a window, as ChatMessages
     counts; "piece" restarts at 0 in every piece, for a model whose position table stops at the window
     (docs/tokens.md).
+
+    Args:
+        path: One committed corpus, a {corpus: weight} mixture, or a mixture plan's `.json`.
+        phases: Mixtures by step (DataPhase), instead of path.
+        seq_len: Ids a window predicts; a window holds seq_len + 1.
+        val_batches: Whole batches of windows held out per corpus without a val split.
+        field: The ArrayRecord field or parquet column holding the ids.
+        packing_bins: Open windows the best-fit plan chooses among.
+        positions: "document" or "piece": what text_positions counts from.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.PackedTokens(path={"corpora/web": 0.75, "corpora/code": 0.25}, seq_len=512)
+        >>> spec.corpora
+        ['corpora/code', 'corpora/web']
     """
 
     reads_in_process: ClassVar[bool] = True
@@ -126,7 +141,9 @@ class PackedTokens(IndexedSpec):
     def _phases(self) -> tuple[DataPhase, ...]:
         if self.phases:
             return self.phases
-        return (DataPhase(dict(MixturePlan.read(self.path).weights) if is_plan(self.path) else self.path),)
+        path = self.path
+        assert path is not None, "__post_init__ lets no spec through without path or phases"
+        return (DataPhase(dict(MixturePlan.read(path).weights) if is_plan(path) else path),)
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         self.uncaptioned(tokenize)
@@ -160,15 +177,21 @@ class PackedTokens(IndexedSpec):
             records = len(first[0].source) if len(first) == 1 else mixed_records(first)
         val_sources = [(name, read(name, batch)[1], weight) for name, weight in phases[0].weights.items()]
         val: Any = None
-        if all(source is not None for _, source, _ in val_sources):
-            val = MixtureOrder([Corpus(n, s, w) for n, s, w in val_sources], None)
+        held = [(name, source, weight) for name, source, weight in val_sources if source is not None]
+        if len(held) == len(val_sources):
+            val = MixtureOrder([Corpus(n, s, w) for n, s, w in held], None)
             val = val.corpora[0].source if len(val_sources) == 1 else val
         return self.global_dataset(batch, train=None, val=val, order=order, records=records)
 
     def _windows(self, path: str, batch: int) -> tuple[PackedWindowSource, PackedWindowSource | None]:
         """(training windows, validation windows or None) of one corpus."""
         window = self.seq_len + 1
-        shape = {"window": window, "bins": self.packing_bins, "field": self.field, "positions": self.positions}
+        shape: dict[str, Any] = {
+            "window": window,
+            "bins": self.packing_bins,
+            "field": self.field,
+            "positions": self.positions,
+        }
         train = packed_split(path, "train", **shape)
         held = self.held_out_split(corpus_meta(path), path=path)
         if held is not None:

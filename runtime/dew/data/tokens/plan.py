@@ -12,14 +12,14 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from dew.data import formats, remote
 
 MIXTURE_FORMAT = "dew.mixture/1"
 
 
-def is_plan(path: object) -> bool:
+def is_plan(path: object) -> TypeGuard[str]:
     """Whether a spec's path names a mixture plan file rather than a corpus (a directory or a data file)."""
     return isinstance(path, str) and path.endswith(".json")
 

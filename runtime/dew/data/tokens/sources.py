@@ -105,7 +105,7 @@ class TokenBytes:
         if formats.is_directory(path):
             meta = formats.read_meta(path, kind="tokens")
             shards = meta.shards(split)
-            if not shards or any(formats.parse_shard_name(s.name)[3] != "bin" for s in shards):
+            if not shards or any(formats.shard_extension(s.name) != "bin" for s in shards):
                 raise ValueError(f"{path}: split {split!r} is not held in .bin shards")
             # A gs:// shard is fetched into the local cache when a read first needs it, so a start over a
             # remote corpus downloads only the shards it touches; a local shard's size is checked now.
@@ -120,7 +120,7 @@ class TokenBytes:
                 self._ranged = tuple(ranges.RangedShard(f, s) for f, s in zip(self.files, shards, strict=True))
             self.dtype = np.dtype(meta.tokens.dtype)
             self.vocab_size: int | None = meta.tokens.vocab_size
-            self._fingerprint = meta.fingerprint()
+            self._fingerprint: str | None = meta.fingerprint()
             own_eos = meta.tokens.eos_id
         else:
             if not formats.exists(path):
@@ -469,7 +469,7 @@ class TokenRecords(_Pieces):
         """Reads every record once for its length: the index the preprocess job writes ahead."""
         lengths = []
         for file in range(len(self.paths)):
-            count, sizes = self._reader(file).num_records(), []
+            count, sizes = self._reader(file).num_records(), list[int]()
             for lo in range(0, count, 4096):
                 sizes.extend(len(r) for r in self._read(file, lo, min(count, lo + 4096)))
             lengths.append(np.array(sizes, dtype=np.int64))

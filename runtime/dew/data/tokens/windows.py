@@ -67,6 +67,24 @@ class TokenWindows(IndexedSpec):
     ids. Validation reads the corpus's val split when it has one; otherwise val_batches whole batches
     of windows are held out of the stream's tail (None then holds nothing out, since there is no split
     to score whole). The training position is one global window count.
+
+    Args:
+        path: A committed corpus directory, or one .bin, .array_record or .parquet file.
+        seq_len: Ids a window predicts; a window holds seq_len + 1.
+        val_batches: Whole batches held out of the tail when the corpus has no val split.
+        field: The ArrayRecord field or parquet column holding the ids.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from dew.data import DataPartition, Loading, datasets
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.arange(1000, dtype=np.uint16).tofile(path)  # a nanoGPT-style file of token ids
+        >>> data = datasets.TokenWindows(path=path, seq_len=8, loading=Loading(workers=0)).load(batch=4)
+        >>> with data.train(DataPartition()) as stream:
+        ...     batch = next(stream)
+        >>> batch["text"].shape, data.steps_per_epoch
+        ((4, 9), 27)
     """
 
     reads_in_process: ClassVar[bool] = True

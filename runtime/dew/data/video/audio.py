@@ -38,7 +38,7 @@ class AutoAudioProcessor:
         return {"tensor_type": self.tensor_type, "modelname": self.modelname, "sampling_rate": self.sampling_rate}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["tensor_type"], state["modelname"], state["sampling_rate"])
+        type(self).__init__(self, state["tensor_type"], state["modelname"], state["sampling_rate"])
 
     def __repr__(self) -> str:
         return (

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from dew.data import validate
 from dew.data.dataset import Dataset
 from dew.data.images.batches import Captions
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+from dew.data.stream import GlobalReader
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.clips import ClipOrder, Clips, VideoRecords
 
@@ -31,6 +32,15 @@ class VideoDataset(IndexedSpec):
     resumed run decodes the same clips; a validation clip is the middle one of its video. val_batches
     whole batches are held out of the head of source() in its own order (0 or None holds nothing
     out), and count keeps that many records from its head.
+
+    Args:
+        frame_size: The side of the square frames, in pixels.
+        frames: Frames a clip holds.
+        audio_padding: Frames of audio taken on either side of the clip.
+        audio_model: The HF model whose feature extractor makes `audio`.
+        val_batches: Whole batches held out of the head of the videos.
+        count: Keep only this many videos from the head.
+        frame_rate: The grid frames are picked on, per second.
     """
 
     decodes: ClassVar[bool] = True
@@ -76,10 +86,10 @@ class VideoDataset(IndexedSpec):
             audio=AutoAudioProcessor(modelname=self.audio_model),
             captions=Captions(tokenize=tokenize),
         )
-        train_reader = dataclasses.replace(
-            dataset.train, order=ClipOrder(dataset.train.order, clips, seed=self.seed, random=True)
-        )
-        val_reader = dataset.val
+        # global_dataset reads through GlobalReaders; each gets the clip decoding put over its order.
+        reader = cast(GlobalReader, dataset.train)
+        train_reader = dataclasses.replace(reader, order=ClipOrder(reader.order, clips, seed=self.seed, random=True))
+        val_reader = cast(GlobalReader | None, dataset.val)
         if val_reader is not None:
             val_reader = dataclasses.replace(
                 val_reader, order=ClipOrder(val_reader.order, clips, seed=self.seed, random=False)

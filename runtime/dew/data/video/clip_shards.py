@@ -101,6 +101,17 @@ class ClipShards(IndexedSpec):
     source). path may be gs://.
     val_batches whole batches off the end of the split are held out for validation; by default none,
     since the job writes one split.
+
+    Args:
+        path: The committed clips directory (local or gs://).
+        split: The split to read.
+        val_batches: Whole batches held out of the end of the split.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.ClipShards(path="clips", val_batches=2)
+        >>> spec.split, spec.val_batches
+        ('train', 2)
     """
 
     path: str
@@ -122,7 +133,7 @@ class ClipShards(IndexedSpec):
                 "give split= one of them"
             )
         shards = meta.shards(self.split)
-        if not shards or any(formats.parse_shard_name(s.name)[3] != "array_record" for s in shards):
+        if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
             raise ValueError(
                 f"{self.path}: split {self.split!r} is not held in .array_record shards, the only ones ClipShards "
                 "reads by index; rerun decode-clips with --format array_record (the default) to write them"

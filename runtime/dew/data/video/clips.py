@@ -61,7 +61,7 @@ class Clips:
             audio_padding=self.audio_padding,
         )
 
-    def read(self, records: Mapping[str, Any], keys: Sequence[int] | None, seed: int) -> dict[str, Any]:
+    def read(self, records: Mapping[str, Any], keys: Sequence[int] | np.ndarray | None, seed: int) -> dict[str, Any]:
         """The batch of `records`: a clip drawn per record from (seed, key), or each video's middle clip
         when `keys` is None (validation)."""
         shape = self.shape()

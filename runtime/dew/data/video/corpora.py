@@ -36,6 +36,19 @@ class LocalVideos(VideoDataset):
 
     The scan is recursive and a file counts by its extension; a gs:// path is listed and each video
     fetched into the local cache as it is read.
+
+    Args:
+        path: The directory to scan (local or gs://).
+        extensions: The file endings that count as videos.
+        caption: The caption of every clip.
+        frame_size: As VideoDataset says (frames, audio_padding, audio_model, val_batches, count and
+            frame_rate too).
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.LocalVideos(path="videos", frames=8, frame_size=112, caption="a cat")
+        >>> spec.frames, spec.extensions[0]
+        (8, '.mp4')
     """
 
     path: str | None = None
@@ -50,11 +63,23 @@ class LocalVideos(VideoDataset):
 @datasets("voxceleb2")
 @dataclasses.dataclass(frozen=True)
 class VoxCeleb2(VideoDataset):
-    """Reads a VoxCeleb2 tree, <path>/<split>/<identity>/<clip>/<utterance>.mp4.
+    """Reads a VoxCeleb2 tree, `<path>/<split>/<identity>/<clip>/<utterance>.mp4`.
 
     The scan is recursive, so extra nesting below an identity is tolerated. The caption is
     prompt_template with {identity} replaced by the speaker directory (id00012); the template's other
     text is kept as it is, braces included.
+
+    Args:
+        path: The root of the tree.
+        split: The split directory under path.
+        extensions: The file endings that count as videos.
+        prompt_template: The caption, with {identity} the speaker.
+
+    Examples:
+        >>> from dew.data import datasets
+        >>> spec = datasets.VoxCeleb2(path="voxceleb2", prompt_template="{identity} speaking")
+        >>> spec.split
+        'train'
     """
 
     path: str | None = None

@@ -33,7 +33,7 @@ import dataclasses
 import itertools
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -351,14 +351,15 @@ class Video:
         Opus's pre-roll), so it comes out near silent or wrong, and the file's first frame needs the
         encoder's priming packet, which sits before time 0. The resampler warms up on the same lead-in, so
         the clip's first sample is as good as any other."""
-        rate = shape.audio_rate
+        rate, stream = shape.audio_rate, self._audio
+        assert rate is not None and stream is not None, "audio is filled only when asked for and present"
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
-        origin = _seconds(self._audio.start_time, self._audio.time_base) or 0.0
-        preroll = _OPUS_PREROLL if self._audio.codec_context.name in _OPUS else _AUDIO_PREROLL
+        origin = _seconds(stream.start_time, stream.time_base) or 0.0
+        preroll = _OPUS_PREROLL if stream.codec_context.name in _OPUS else _AUDIO_PREROLL
         try:
             grid = self._audio_grid(origin)  # before the seek below: it reads the stream's head
-            for frame in self._decoded(self._audio, max(start, origin) - preroll):
+            for frame in self._decoded(stream, max(start, origin) - preroll):
                 if at is None:
                     first = self._first_audio(frame, start, rate, grid=grid, fallback=max(start, origin))
                     if first is None:
@@ -430,6 +431,7 @@ class Video:
         if not self._grid_read:
             self._grid_read = True
             stream = self._audio
+            assert stream is not None, "the audio grid is read only for a file that has audio"
             rate = stream.codec_context.sample_rate
             fixed = stream.codec_context.name not in VARIABLE_FRAMES
             if fixed and rate and stream.time_base is not None and float(stream.time_base) * rate > 1:
@@ -443,7 +445,7 @@ class Video:
                 self._grid = AudioGrid.read(head, float(stream.time_base), origin)
         return self._grid
 
-    def _decoded(self, stream: Any, seek: float) -> Iterator[Any]:
+    def _decoded(self, stream: Any, seek: float) -> Generator[Any, None, None]:
         """The frames of `stream` from the keyframe at or before `seek` on, errors named by the file.
 
         Audio may seek below time 0, where encoders put their priming packet."""
