@@ -22,7 +22,9 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
 from dew.preprocess.image_sources import UNSUPPORTED, Found, Source, find_sources, reads
-from dew.preprocess.images import ImagesPlan, WriteImages
+from dew.preprocess.images import ENCODE, ImagesPlan, WriteImages
+from dew.preprocess.progress import Phase
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,6 +142,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         lambda p: build(p, plan, identity, found.sources, ignored),
         overwrite=args.overwrite,
         rate=lambda found, seconds: f"images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock",
+        phases=phases(found.sources),
+    )
+
+
+def phases(sources: Sequence[Source]) -> tuple[Phase, ...]:
+    """Encode (of as many images as sources, when each is one image file), write, commit."""
+    singles = all(source.kind in ("image", UNSUPPORTED) for source in sources)
+    return (
+        Phase(name=ENCODE, unit="images", total=len(sources) if singles else None),
+        Phase(name=WRITE, unit="records"),
+        Phase(name=COMMIT),
     )
 
 

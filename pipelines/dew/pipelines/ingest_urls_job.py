@@ -28,7 +28,9 @@ from dew.preprocess.image_sources import Source, reads
 from dew.preprocess.images import ImagesPlan
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.ingest_urls import IngestUrls
+from dew.preprocess.progress import Phase
 from dew.preprocess.url_reading import find_url_sources
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -120,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         overwrite=args.overwrite,
         rate=_rate,
         reopen=args.refetch_failed,
+        phases=(Phase(name=WRITE, unit="urls"), Phase(name=COMMIT)),  # fetching is how its shards are written
     )
 
 

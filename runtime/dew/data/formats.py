@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dew.data import committed, integrity, npz, remote
+from dew.data.errors import UserError, adopt
 from dew.data.sections import SECTIONS, Section, TokensSection
 
 META = committed.META
@@ -34,7 +35,8 @@ SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 MAX_SHARDS = 99_999
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
-DamagedError = remote.DamagedError
+# A damaged file is the user's to replace, not a bug; remote.py defines it, formats counts it a user error.
+DamagedError = adopt(remote.DamagedError)
 _log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -101,7 +103,7 @@ class Shard:
         return entry
 
 
-class WrongKindError(ValueError):
+class WrongKindError(UserError, ValueError):
     """A reader of one kind of record was pointed at a directory holding another."""
 
 
