@@ -9,6 +9,7 @@ from dew.data import formats
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
 from dew.data.registry import datasets
+from dew.data.sections import ImagesSection
 
 
 @datasets("array_record_images")
@@ -33,8 +34,10 @@ class ArrayRecordImages(ImageDataset):
         if self.shards:
             return self.opened(self.raw_sets(path, self.shards), batch, where=path)
         if formats.exists(os.path.join(path, formats.META)):
-            records, section = shards.committed(path, self.split)
-            meta = formats.read_meta(path, kind="images")
+            meta = formats.read_meta(path, kind="images")  # once: every split below reads from it
+            section = meta.section
+            assert isinstance(section, ImagesSection)
+            records = shards.committed(meta, path, self.split)
             held = self.held_out_split(meta, path=path, other_than=self.split)
             tokens = {
                 "tokenizer": section.caption_tokenizer,
@@ -42,7 +45,7 @@ class ArrayRecordImages(ImageDataset):
                 "tokenizer_length": section.caption_length,
             }
             if held is not None:
-                val = shards.committed(path, held)[0]
+                val = shards.committed(meta, path, held)
                 return Opened(train=records, val=val, captioned=records.captioned, **tokens)
             train, val = self.held_out(records, batch, where=path)
             return Opened(train=train, val=val, captioned=records.captioned, **tokens)
