@@ -11,6 +11,8 @@ directory they came from, and the split and role they were written as.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
@@ -18,7 +20,7 @@ import logging
 import os
 import re
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -248,10 +250,34 @@ def write_meta(directory: str, meta: Meta) -> None:
     os.replace(tmp, path)
 
 
+# Within one load (read_once), each directory's meta.json is read and parsed once, however many of the
+# load's parts ask for it: its splits, its section, its derived files' fingerprint, the held-out split.
+_READ_ONCE: contextvars.ContextVar[dict[str, Meta] | None] = contextvars.ContextVar("dew_meta_read_once", default=None)
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Makes read_meta read each directory's meta.json once while the block runs (nested: the outer block's)."""
+    if _READ_ONCE.get() is not None:
+        yield
+        return
+    token = _READ_ONCE.set({})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
+
+
 def read_meta(directory: str, kind: str | None = None) -> Meta:
     """The committed meta.json of a directory, refusing an uncommitted one by path, and one holding
     records of another kind than `kind` (when given) by the kind it holds."""
-    meta = _read_meta(directory, kind)
+    seen = _READ_ONCE.get()
+    key = os.path.join(remote.resolve(directory), META)
+    meta = seen.get(key) if seen is not None else None
+    if meta is None:
+        meta = _read_meta(directory, kind)
+        if seen is not None:
+            seen[key] = meta
     if kind is not None:
         meta.expect(kind, directory)
     return meta
