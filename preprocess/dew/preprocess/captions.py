@@ -14,7 +14,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -22,7 +22,7 @@ import numpy as np
 
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.extras import require
-from dew.data.formats import Meta, Shard
+from dew.data.formats import Meta
 from dew.data.sections import ImagesSection
 from dew.data.text import HFTokenizer
 from dew.preprocess import files, progress
@@ -30,7 +30,7 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
-from dew.preprocess.writing import build_meta, commit_checked
+from dew.preprocess.writing import commit_shards
 
 # The context of CLIP's text encoder: the length used when the tokenizer states none.
 DEFAULT_LENGTH = 77
@@ -201,6 +201,7 @@ class TokenizeCaptions(beam.PTransform):
         self.identity = identity
 
     def expand(self, units: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
         section = tokenized_section(self.source.section, self.plan)
         ext = self.source.shards(next(iter(self.source.splits)))[0].name.rsplit(".", 1)[1]
         counts = {split: len(shards) for split, shards in self.source.splits.items()}
@@ -214,19 +215,9 @@ class TokenizeCaptions(beam.PTransform):
         return (
             shards
             | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, self.plan, section, counts, self.source, self.identity)
+            | "Commit"
+            >> beam.Map(commit_shards, plan.output, section, counts, self.identity, _finish, plan, self.source)
         )
-
-
-def _commit(
-    shards: list[tuple[str, Shard]],
-    plan: CaptionPlan,
-    section: ImagesSection,
-    counts: Mapping[str, int],
-    source: Meta,
-    identity: JobIdentity,
-) -> Meta:
-    return commit_checked(plan.output, build_meta(shards, section, counts, identity), _finish, plan, source)
 
 
 def _finish(meta: Meta, plan: CaptionPlan, source: Meta) -> dict[str, Any]:

@@ -43,8 +43,7 @@ from dew.preprocess.constants import NAMESPACE, TRAIN
 from dew.preprocess.errors import BadInputError, TooManyDropsError
 from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.quiet import user_error
-from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.writing import Sharding, WriteDrawn
+from dew.preprocess.writing import Sharding, write_parked
 
 NO_AUDIO = "no_audio"
 DROP_REASONS = (*decode.REASONS, NO_AUDIO, *SOURCE_REASONS)
@@ -269,18 +268,6 @@ class WriteClips(beam.PTransform):
             | "DecodeVideos" >> beam.ParDo(_DecodeVideo(plan)).with_outputs(TALLY_TAG, main="records")
         )
         tallies, records = decoded[TALLY_TAG], decoded.records
-        fmt = ShardFormat(ext=plan.ext, section=plan.section())
-        return records | "Write" >> WriteDrawn(
-            plan.output,
-            fmt,
-            self.identity,
-            sharding=plan.sharding(),
-            amount=_parked_size,
-            finish=clips_stats,
-            side=(beam.pvalue.AsList(tallies), self.videos),
-        )
-
-
-def _parked_size(record: Parked) -> int:
-    return record.size
+        side = (beam.pvalue.AsList(tallies), self.videos)
+        return records | "Write" >> write_parked(plan, self.identity, finish=clips_stats, side=side)
 

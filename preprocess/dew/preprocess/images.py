@@ -42,9 +42,8 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
 from dew.preprocess.drops import check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
-from dew.preprocess.parked import Parked, ParkingFile
-from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.writing import Sharding, WriteDrawn
+from dew.preprocess.parked import ParkingFile
+from dew.preprocess.writing import Sharding, write_parked
 
 DUPLICATE = "duplicate"
 DROP_REASONS = (*pixels.REASONS, DUPLICATE, *ROW_REASONS, *FILE_REASONS)
@@ -277,20 +276,8 @@ class WriteImages(beam.PTransform):
             drops | "AllDrops" >> beam.Flatten() | "DropsByReason" >> beam.combiners.Count.PerElement()
         )
         tallies = beam.pvalue.AsList(read[STATS_TAG])
-        fmt = ShardFormat(ext=plan.ext, section=plan.section())
-        return records | "Write" >> WriteDrawn(
-            plan.output,
-            fmt,
-            self.identity,
-            sharding=plan.sharding(),
-            amount=_parked_size,
-            finish=_finish,
-            side=(self.ignored, tallies, dropped),
-        )
-
-
-def _parked_size(record: Parked) -> int:
-    return record.size
+        side = (self.ignored, tallies, dropped)
+        return records | "Write" >> write_parked(plan, self.identity, finish=_finish, side=side)
 
 
 def _finish(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import apache_beam as beam
 
@@ -33,6 +33,7 @@ from dew.preprocess import commit, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DRAW, TRAIN, VAL
 from dew.preprocess.errors import TooManyDropsError
+from dew.preprocess.parked import Parked
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WRITE_PHASE, WriteShards, sized_count
 
@@ -157,7 +158,7 @@ class WriteDrawn(beam.PTransform):
             shards
             | "AllShards" >> beam.combiners.ToList()
             | "Commit"
-            >> beam.Map(_commit, self.output, self.fmt.section, counts, self.identity, self.finish, *self.side)
+            >> beam.Map(commit_shards, self.output, self.fmt.section, counts, self.identity, self.finish, *self.side)
         )
 
 
@@ -178,7 +179,7 @@ def _route(element: tuple[Any, tuple[Any, int]], val_fraction: float, counts: Ma
     return shard_of(draw, val_fraction, counts), (key, record)
 
 
-def _commit(
+def commit_shards(
     shards: list[tuple[str, Shard]],
     output: str,
     section: Section,
@@ -187,4 +188,28 @@ def _commit(
     finish: Finish,
     *side: Any,
 ) -> Meta:
+    """The Commit step: every written (split, Shard) of the planned counts → the committed Meta."""
     return commit_checked(output, build_meta(shards, section, counts, identity), finish, *side)
+
+
+class ParkedPlan(Protocol):
+    """A kind's plan whose records are parked (dew.preprocess.parked) and whose shards are sized by bytes."""
+
+    output: str
+    ext: str
+
+    def section(self) -> Section: ...
+
+    def sharding(self) -> Sharding: ...
+
+
+def write_parked(plan: ParkedPlan, identity: JobIdentity, *, finish: Finish, side: Sequence[Any] = ()) -> WriteDrawn:
+    """WriteDrawn for records that are Parked references, each filling a shard by its bytes."""
+    fmt = ShardFormat(ext=plan.ext, section=plan.section())
+    return WriteDrawn(
+        plan.output, fmt, identity, sharding=plan.sharding(), amount=_parked_size, finish=finish, side=side
+    )
+
+
+def _parked_size(record: Parked) -> int:
+    return record.size
