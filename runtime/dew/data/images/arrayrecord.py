@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from dew.data import formats
+from dew.data import formats, locations
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
 from dew.data.registry import datasets
@@ -33,7 +33,7 @@ class ArrayRecordImages(ImageDataset):
         path = self.root()
         if self.shards:
             return self.opened(self.raw_sets(path, self.shards), batch, where=path)
-        if formats.exists(os.path.join(path, formats.META)):
+        if locations.exists(os.path.join(path, formats.META)):
             meta = formats.read_meta(path, kind="images")  # once: every split below reads from it
             section = meta.section
             assert isinstance(section, ImagesSection)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, remote
+from dew.data import formats, locations, remote
 from dew.data.captions import TEXT_FIELDS
 from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.committed import refuse_dew_directory
@@ -162,7 +162,7 @@ def raw(directory: str, files: Sequence[str]) -> ImageRecords:
         raise FileNotFoundError(f"{directory} holds no .array_record files")
     local, counts, fields = [], [], None
     for file in files:
-        path = formats.local_file(file)
+        path = locations.local_file(file)
         try:
             reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             counts.append(reader.num_records())
