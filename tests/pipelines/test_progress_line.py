@@ -63,9 +63,10 @@ def test_a_tally_outside_a_run_only_counts() -> None:
     assert tally.done == 3
 
 
+# With --pack the document index and the packing plans are phases too: six in all.
 LINE = re.compile(
-    r"^dew-preprocess tokenize: \d+ s, (starting \(phase 1/4 read has not begun\)"
-    r"|phase (?P<n>[1-4])/4 (?P<phase>read|tokenize|write|commit): .*)$"
+    r"^dew-preprocess tokenize: \d+ s, (starting \(phase 1/6 read has not begun\)"
+    r"|phase (?P<n>[1-6])/6 (?P<phase>read|tokenize|write|index|plan|commit): .*)$"
 )
 
 

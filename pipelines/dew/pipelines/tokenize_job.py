@@ -22,6 +22,7 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
 from dew.preprocess.files import InputFile, expand_inputs, manifest_fingerprint
+from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
 from dew.preprocess.tokenizing import describe_tokenizer
 from dew.preprocess.writing import COMMIT, WRITE
@@ -126,16 +127,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         options,
         lambda p: build(p, plan, identity, paths),
         overwrite=args.overwrite,
-        phases=phases(sum(i.size for i in inputs)),
+        phases=phases(sum(i.size for i in inputs), packed=plan.tokenizer.eos_id is not None),
     )
 
 
-def phases(input_bytes: int) -> tuple[Phase, ...]:
-    """Read (by input bytes: a file's document count is unknown ahead), tokenize, write, commit."""
+def phases(input_bytes: int, *, packed: bool) -> tuple[Phase, ...]:
+    """Read (by input bytes: a file's document count is unknown ahead), tokenize, write, the document
+    index and packing plans of a packed corpus (their totals come from the layout), commit."""
+    pack = (Phase(name=INDEX, unit="shards"), Phase(name=PLAN, unit="splits"))
     return (
         Phase(name=documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
         Phase(name=tokenizing.TOKENIZE, unit="documents", total_of=documents.READ),
         Phase(name=WRITE, unit="pieces", measured_in="bytes"),
+        *(pack if packed else ()),
         Phase(name=COMMIT),
     )
 

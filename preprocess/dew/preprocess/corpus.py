@@ -21,7 +21,7 @@ import numpy as np
 
 from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.sections import TokensSection
-from dew.preprocess import commit, documents, layout, progress
+from dew.preprocess import commit, documents, layout, pack, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import STATS_TAG
 from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
@@ -211,6 +211,8 @@ def _layout(totals: list[Any], plan: CorpusPlan) -> Layout:
     sizing = {"shard_bytes": plan.shard_bytes, "num_shards": plan.num_shards}
     corpus = Layout.plan(totals, val_fraction=plan.val_fraction, itemsize=itemsize, **sizing)
     progress.announce_total(WRITE, corpus.tokens * itemsize)  # the bytes of ids the shards will hold
+    progress.announce_total(pack.INDEX, sum(corpus.shards.values()))  # PackCorpus reads every shard
+    progress.announce_total(pack.PLAN, len(corpus.shards))  # and plans every split
     return corpus
 
 

@@ -108,11 +108,6 @@ def commit_checked(output: str, meta: Meta, finish: Finish, *side: Any) -> Meta:
     return meta
 
 
-def phases(first: Sequence[progress.Phase], *, write_total: int | None = None) -> tuple[progress.Phase, ...]:
-    """A job's phases for its progress line: its own first, then the skeleton's write and commit."""
-    return (*first, progress.Phase(name=WRITE, unit="records", total=write_total), progress.Phase(name=COMMIT))
-
-
 class WriteDrawn(beam.PTransform):
     """PCollection[(key, (record, draw))] → the committed directory `output`; yields its Meta.
 
