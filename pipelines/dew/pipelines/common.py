@@ -112,7 +112,7 @@ def run(
     pipeline: beam.Pipeline,
     *,
     wait: bool = True,
-    out: TextIO = sys.stderr,
+    out: TextIO | None = None,
     job: str | None = None,
     phases: Sequence[Phase] = (),
 ) -> tuple[Any, dict[str, int], float]:
@@ -122,6 +122,7 @@ def run(
     seconds are the wall clock since the dew-preprocess program's process started (start-up is part of what
     a user waits), or since the call for a job run as a function.
     """
+    out = sys.stderr if out is None else out  # the stderr of the call, not of the import (a redirect, capsys)
     start = launcher_started()
     if not wait or not phases:
         result = pipeline.run()
