@@ -46,12 +46,19 @@ def test_the_line_sums_every_tally_of_the_latest_phase_with_its_total_rate_and_e
         # Its total is the documents read; the line moved on to the latest phase with anything done.
         assert line.line(now=line.started + 16).endswith("phase 2/4 tokenize: 10 documents of 40 (25.0%)")
 
-        progress.announce_total("write", 400)
-        assert line.line(now=line.started + 17).endswith("phase 3/4 write: 0 pieces of 400 (0.0%)")
+        progress.announce_total("write", 400)  # known early (the layout), but tokenize is under way still
+        assert line.line(now=line.started + 17).endswith("phase 2/4 tokenize: 10 documents of 40 (25.0%)")
+        tokenized.add(30)
+        tokenized.publish()
+        # Tokenize is complete and write knows its total: the line moves on while write waits for its input.
+        assert line.line(now=line.started + 18).endswith("phase 3/4 write: 0 pieces of 400 (0.0%)")
+        written = progress.Tally("write")
+        written.add(400)
+        written.publish()
         progress.announce_total("commit", 1)
-        assert line.line(now=line.started + 18).endswith("phase 4/4 commit: under way")
+        assert line.line(now=line.started + 19).endswith("phase 4/4 commit: under way")
         progress.Tally("commit").add()
-        assert line.line(now=line.started + 19).endswith("phase 4/4 commit: done")
+        assert line.line(now=line.started + 20).endswith("phase 4/4 commit: done")
         directory = line.directory
     assert directory is not None and not Path(directory).exists()  # removed with the run
 

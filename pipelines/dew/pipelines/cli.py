@@ -76,7 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[quiet.VERBOSE] = "1"  # workers inherit it: they print every traceback too
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
-        job.load().main(args[1:])
+        if argv is None and job.pipeline and not {"-h", "--help"} & set(args[1:]):
+            with progress_line.program_line(job.name):  # from now on, start-up included
+                job.load().main(args[1:])
+        else:
+            job.load().main(args[1:])
     except BrokenPipeError:
         # Python would report the closed pipe as a traceback, and again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

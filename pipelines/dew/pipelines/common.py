@@ -8,6 +8,7 @@ except that a Dataflow launch missing what it needs is refused here, before anyt
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -21,7 +22,7 @@ from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptio
 
 from dew.pipelines import worker_logs
 from dew.pipelines.flags import UsageError
-from dew.pipelines.progress_line import ProgressLine, launcher_started
+from dew.pipelines.progress_line import ProgressLine, launcher_started, open_line
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.progress import Phase
@@ -130,10 +131,13 @@ def run(
             return result, {}, 0.0
         result.wait_until_finish()
     else:
-        with ProgressLine(job or "job", phases, out=out) as line:
+        opened = open_line()
+        with contextlib.nullcontext(opened) if opened is not None else ProgressLine(job or "job", (), out=out) as line:
+            line.follow(job or "job", phases)
             runner = pipeline.runner
             if hasattr(runner, "when_started"):
-                runner.when_started = line.start  # once its workers are forked: a fork wants one thread
+                # Paused over the fork of its workers, which wants one thread, and started again after it.
+                runner.before_fork, runner.when_started = line.pause, line.start
             else:
                 line.start()
             result = pipeline.run()

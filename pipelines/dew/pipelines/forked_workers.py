@@ -44,12 +44,15 @@ class ForkingRunner(fn_runner.FnApiRunner):
     """
 
     when_started: Callable[[], None] | None = None
+    before_fork: Callable[[], None] | None = None  # stops what holds a thread (that progress line), first
 
     def run_via_runner_api(self, pipeline_proto: Any, options: Any) -> Any:
+        if self.before_fork is not None:
+            self.before_fork()
         try:
             return self._run_forked(pipeline_proto, options)
         finally:
-            self.when_started = None
+            self.when_started = self.before_fork = None
 
     def _started(self) -> None:
         if self.when_started is not None:

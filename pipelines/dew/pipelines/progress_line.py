@@ -13,13 +13,14 @@ the final report's wall clock (common.report) includes start-up.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TextIO
 
 from dew.preprocess import progress
@@ -59,6 +60,23 @@ def _process_started() -> float:
 
 
 _IMPORTED = time.monotonic()
+_open: ProgressLine | None = None  # the dew-preprocess program's line, opened before its job loads
+
+
+@contextlib.contextmanager
+def program_line(job: str) -> Iterator[ProgressLine]:
+    """The dew-preprocess program's line for `job`, printing from before the job loads; the job's run
+    (dew.pipelines.common.run) gives it its phases."""
+    global _open
+    with ProgressLine(job, ()) as line:
+        _open = line
+        line.start()
+        yield line
+
+
+def open_line() -> ProgressLine | None:
+    """The program's line, when the program opened one."""
+    return _open
 
 
 def _amount(value: float, measure: str | None) -> str:
@@ -80,8 +98,10 @@ class ProgressLine:
     """Sums the job's tallies and prints its line; a context manager around the run.
 
     Entering names the tally directory in the environment (workers started later inherit it);
-    `start()` starts the printing thread, which a launcher that forks its workers calls only after the
-    fork (a fork wants one thread); leaving stops it and removes the directory.
+    `start()` starts the printing thread and `pause()` stops it (a launcher that forks its workers
+    pauses it over the fork: a fork wants one thread); leaving stops it and removes the directory.
+    Before the job's phases are known (`follow`), the line says the job is starting: the dew-preprocess
+    program opens it before it loads the job, so a slow start-up shows too.
     """
 
     def __init__(
@@ -106,13 +126,26 @@ class ProgressLine:
 
     def start(self) -> None:
         if self._thread is None and self.directory is not None:
+            self._stop = threading.Event()
             self._thread = threading.Thread(target=self._run, name="dew-progress", daemon=True)
             self._thread.start()
 
-    def __exit__(self, *_: object) -> None:
+    def pause(self) -> None:
+        """Stops the printing thread until the next start()."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            self._thread = None
+
+    def follow(self, job: str, phases: Sequence[Phase]) -> None:
+        """From now on the line shows `job`'s `phases`."""
+        self.job, self.phases = job, tuple(phases)
+
+    def __exit__(self, *_: object) -> None:
+        self.pause()
+        global _open
+        if _open is self:
+            _open = None
         if self._previous is None:
             os.environ.pop(progress.ENV, None)
         else:
@@ -129,23 +162,23 @@ class ProgressLine:
         now = time.monotonic() if now is None else now
         head = f"dew-preprocess {self.job}: {_duration(now - self.started)}"
         found = progress.read_all(self.directory) if self.directory else {}
-        current = None
-        for i, phase in enumerate(self.phases):
-            if found.get(phase.name, {}).get("done") or "total" in found.get(phase.name, {}):
-                current = i
-        if current is None:
+        if not self.phases:
+            return f"{head}, under way (loading the job and planning, or a step with no phases to count)"
+        states = [self._state(phase, found) for phase in self.phases]
+        moving = [i for i, (done, _, _) in enumerate(states) if done]
+        if not moving:
             return f"{head}, starting (phase 1/{len(self.phases)} {self.phases[0].name} has not begun)"
+        # The latest phase that has done anything, or the next one once that is complete and the next
+        # knows its total (its input is on its way: a shuffle, the writing of a large shard).
+        current = moving[-1]
+        while current + 1 < len(states) and _complete(states[current]) and states[current + 1][2] is not None:
+            current += 1
         phase = self.phases[current]
-        tally = found[phase.name]
-        done = tally.get("done", 0)
-        total = tally.get("total", phase.total)
-        if total is None and phase.total_of is not None:
-            total = found.get(phase.total_of, {}).get("done")
+        done, at, total = states[current]
+        measured = phase.measured_in is not None
         where = f"{head}, phase {current + 1}/{len(self.phases)} {phase.name}"
         if not phase.unit:  # nothing to count: it is under way, or done
             return f"{where}: {'done' if total and done >= total else 'under way'}"
-        measured = phase.measured_in is not None
-        at = tally.get("measured", 0) if measured else done
         # The rate counts from the first look that saw the phase move: waiting for its input (a shuffle)
         # before its first unit is no part of how fast it goes.
         first = self._seen.setdefault(phase.name, (now, at)) if at else (now, at)
@@ -159,8 +192,24 @@ class ProgressLine:
         if elapsed > 0:
             unit_rate = rate if not measured else rate * (done / at if at else 0.0)
             parts.append(f"{unit_rate:,.1f} {phase.unit}/s")
-        if total and rate > 0:
-            parts.append(f"ETA {_duration(max(0.0, total - at) / rate)}")
-        elif total and at >= total:
-            parts.append("finishing")
+        if total and at >= total:
+            parts.append("finishing")  # all of it done: what is left is the step's own end
+        elif total and rate > 0:
+            parts.append(f"ETA {_duration((total - at) / rate)}")
         return f"{where}: {', '.join(parts)}"
+
+    @staticmethod
+    def _state(phase: Phase, found: dict[str, dict[str, int]]) -> tuple[int, int, int | None]:
+        """(units done, progress in the total's measure, total or None) of one phase."""
+        tally = found.get(phase.name, {})
+        done = tally.get("done", 0)
+        total = tally.get("total", phase.total)
+        if total is None and phase.total_of is not None:
+            total = found.get(phase.total_of, {}).get("done")
+        at = tally.get("measured", 0) if phase.measured_in is not None else done
+        return done, at, total
+
+
+def _complete(state: tuple[int, int, int | None]) -> bool:
+    _, at, total = state
+    return total is not None and at >= total
