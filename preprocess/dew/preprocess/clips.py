@@ -270,4 +270,3 @@ class WriteClips(beam.PTransform):
         tallies, records = decoded[TALLY_TAG], decoded.records
         side = (beam.pvalue.AsList(tallies), self.videos)
         return records | "Write" >> write_parked(plan, self.identity, finish=clips_stats, side=side)
-

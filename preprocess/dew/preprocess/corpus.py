@@ -179,9 +179,7 @@ class TokenizeCorpus(beam.PTransform):
             | "WriteShards" >> WriteShards(plan.output, fmt, counts)
         )
         tallies = beam.pvalue.AsSingleton(
-            read[STATS_TAG]
-            | "AllTallies" >> beam.combiners.ToList()
-            | "Tally" >> beam.Map(documents.merge_tallies)
+            read[STATS_TAG] | "AllTallies" >> beam.combiners.ToList() | "Tally" >> beam.Map(documents.merge_tallies)
         )
         meta = (
             shards

@@ -296,4 +296,3 @@ def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         damaged.extend(tally.get(DAMAGED, ()))
         total.update({name: value for name, value in tally.items() if name != DAMAGED})
     return {**total, "images_in": total["images_in"], DAMAGED: sorted(damaged, key=lambda d: d["path"])}
-

@@ -205,5 +205,3 @@ class ClipsSection(Section):
         _fields("clips", self.fields, ("frames", "caption"))
         if "has_audio" in self.fields and "audio" not in self.fields:
             raise ValueError("clips has_audio describes the clips' audio: it is a field only beside audio")
-
-

@@ -53,6 +53,7 @@ from dew.data.video.video_errors import TOO_SHORT as TOO_SHORT
 # records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
 DECODER_VERSION = 3
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClipShape:
     """What every clip is, whatever file it comes from: `frames` frames of frame_size × frame_size RGB
