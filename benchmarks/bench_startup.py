@@ -65,7 +65,7 @@ def write_index(directory: str) -> None:
     """What the tokenize job leaves beside the shards (here computed by the runtime's own scan)."""
     from dew.data import formats
     from dew.data.pieces import PIECES
-    from dew.data.tokens.sources import TokenRecords
+    from dew.data.tokens.token_records import TokenRecords
 
     meta = formats.read_meta(directory)
     files = [os.path.join(directory, s.name) for s in meta.shards("train")]

@@ -61,8 +61,7 @@ def dew_rate(spec) -> float:
 
 def clips_read(spec) -> list[tuple[str, int]]:
     """(path, clip start index) of the clips the dew stream reads in steps 1..STEPS: the same clips."""
-    from dew.data.images.batches import record_rng
-    from dew.data.order import ShuffledEpochs
+    from dew.data.order import ShuffledEpochs, record_rng
     from dew.data.video.clips import VideoRecords
     from dew.data.video.decode import ClipShape, Video
 

@@ -11,7 +11,7 @@ import pytest
 
 from dew.data.formats import MAX_SHARDS
 from dew.data.video.decode import ClipShape
-from dew.preprocess import clips, images, ingest_plan
+from dew.preprocess import clips
 from dew.preprocess.images import ImagesPlan
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.layout import TRAIN, VAL, Layout
@@ -28,17 +28,17 @@ def tokens(*, num_shards: int | None = None) -> dict[str, int]:
 
 def image_counts(*, num_shards: int | None = None, val: int = 0) -> dict[str, int]:
     plan = ImagesPlan(output="o", shard_bytes=1, num_shards=num_shards, val_fraction=0.5 if val else 0.0)
-    return images.shard_counts([(TRAIN, TOO_MANY), *([(VAL, val)] if val else [])], plan)
+    return plan.sharding().counts([(TRAIN, TOO_MANY), *([(VAL, val)] if val else [])])
 
 
 def ingest_counts(*, num_shards: int | None = None) -> dict[str, int]:
     plan = IngestPlan(images=ImagesPlan(output="o", extras=URL_FIELDS, num_shards=num_shards), rows_per_shard=1)
-    return ingest_plan.shard_counts([(TRAIN, TOO_MANY)], plan)
+    return plan.sharding().counts([(TRAIN, TOO_MANY)])
 
 
 def clip_counts(*, num_shards: int | None = None) -> dict[str, int]:
     plan = clips.ClipsPlan(output="o", shape=SHAPE, shard_bytes=1, num_shards=num_shards)
-    return clips.shard_count(TOO_MANY, plan)
+    return plan.sharding().counts([(TRAIN, TOO_MANY)])
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dew.data import ArrayRecordImages, DataPartition, Loading, datasets
 from dew.data.images import pixels
-from dew.data.images.batches import record_rng
+from dew.data.order import record_rng
 from tests.runtime import image_support as support
 from tests.support import assert_resume_exact, read_global
 

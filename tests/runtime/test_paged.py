@@ -17,7 +17,7 @@ from dew.data import formats, npz, paged
 from dew.data.packing import DOCUMENTS, PackingPlan, load_document_ends, plan_packing, save_document_ends
 from dew.data.pieces import PIECES, PieceIndex
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
-from dew.data.tokens.sources import TokenBytes
+from dew.data.tokens.token_bytes import TokenBytes
 
 ENDS = np.cumsum(np.arange(1, 2001, dtype=np.int64))
 
@@ -204,7 +204,7 @@ def test_writers_refuse_what_readers_no_longer_scan_for(tmp_path) -> None:
 def corpora(root: str) -> tuple[str, str]:
     """An ArrayRecord token corpus with its piece index, and a .bin corpus with its document index and plan."""
     from dew.data.packing import lengths_of, packing_name
-    from dew.data.tokens.sources import TokenRecords
+    from dew.data.tokens.token_records import TokenRecords
     from tests.runtime.token_support import documents, write_corpus
 
     records = write_corpus(os.path.join(root, "records"), {"train": documents(3000)}, kind="array_record")

@@ -14,7 +14,7 @@ from dew.data.mixture import MixtureOrder
 from dew.data.packing import DOCUMENTS, lengths_of, packing_name, plan_packing, save_document_ends
 from dew.data.stream import GlobalReader, GlobalStream, share_records
 from dew.data.tokens.documents import TokenDocumentSource
-from dew.data.tokens.sources import TokenBytes
+from dew.data.tokens.token_bytes import TokenBytes
 from tests.runtime.token_support import documents, write_corpus
 
 SHARES = 4096

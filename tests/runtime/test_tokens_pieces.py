@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from dew.data import DataPartition, Loading, TokenWindows, formats
 from dew.data.pieces import PIECES, PieceIndex, offline_pieces
 from dew.data.tokens.corpus import open_tokens
-from dew.data.tokens.sources import TokenColumn, TokenRecords
+from dew.data.tokens.token_column import TokenColumn
+from dew.data.tokens.token_records import TokenRecords
 from tests.runtime.token_support import documents, stream_of, write_corpus
 from tests.support import assert_resume_exact
 

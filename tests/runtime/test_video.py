@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dew.data import DataPartition, Loading, LocalVideos, Ramp, VoxCeleb2, ramped
-from dew.data.images.batches import record_rng
+from dew.data.order import record_rng
 from tests.runtime import video_support as support
 from tests.support import assert_resume_exact, read_global
 

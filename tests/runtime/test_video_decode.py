@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dew.data.video import decode
+from dew.data.video import audio_track, decode
 from dew.data.video.decode import ClipShape, Video, VideoError
 from tests.runtime import video_support as support
 
@@ -185,7 +185,7 @@ def test_a_truncated_stream_is_refused(tmp_path) -> None:
 
 
 def test_resample_keeps_a_tone_at_its_frequency() -> None:
-    wave = decode.resample(support.tone(44100, 44100), 44100, 16000)
+    wave = audio_track.resample(support.tone(44100, 44100), 44100, 16000)
     assert abs(len(wave) - 16000) <= 1
     assert abs(support.dominant_frequency(wave, 16000) - support.TONE) < 2
 

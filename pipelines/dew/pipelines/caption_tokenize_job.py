@@ -20,8 +20,10 @@ import apache_beam as beam
 from dew.data import formats
 from dew.data.sections import ImagesSection
 from dew.pipelines import common, flags
-from dew.preprocess.captions import TokenizeCaptions, describe, ranges, tokenized_section
+from dew.preprocess.captions import TOKENIZE, TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
+from dew.preprocess.progress import Phase
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     except (ValueError, OSError) as error:
         raise flags.UsageError(str(error)) from None
     identity = JobIdentity(config=plan.config(), inputs=source.fingerprint())
+    records = sum(shard.records for shards in source.splits.values() for shard in shards)
 
     def build(pipeline: beam.Pipeline) -> object:
         ranged = pipeline | "Ranges" >> beam.Create(ranges(source, plan.batch_size))
@@ -68,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         build,
         overwrite=args.overwrite,
         rate=lambda found, seconds: f"captions/s: {found.get('captions_tokenized', 0) / seconds:,.1f}, wall clock",
+        phases=(
+            Phase(name=TOKENIZE, unit="captions", total=records),
+            Phase(name=WRITE, unit="records", total=records),
+            Phase(name=COMMIT),
+        ),
     )
 
 

@@ -14,20 +14,16 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from dew.pipelines import flags, zygotes
+from dew.data.errors import qualified_name, user_error_names
+from dew.pipelines import flags, progress_line, zygotes
 from dew.pipelines.jobs import JOBS, find
 from dew.preprocess import quiet
 
 USAGE_EXIT = 2
 # A reader that closed the pipe early (`dew-preprocess inspect c/ | head`) ends the job as SIGPIPE would.
 BROKEN_PIPE_EXIT = 128 + 13
-# Errors that are the user's to fix, by qualified name: a job's own, or raised on a Beam worker and
-# reported back as text only (the multi-process runner and Dataflow relay the worker's traceback).
-USER_ERRORS = ("dew.pipelines.flags.UsageError", *quiet.USER_ERRORS)
 # Raised on the launcher only: there, a missing file is a path the user gave.
 LAUNCHER_ERRORS = ("builtins.FileNotFoundError",)
-# A relayed message runs from its class name to the blank line (or the end) after it.
-_RELAYED = re.compile(rf"^(?:{'|'.join(map(re.escape, USER_ERRORS))}): (.*?)(?:\n\n|\Z)", re.M | re.S)
 _BEAM_STEP = re.compile(r" \[while running '[^']*'\]\s*$")
 
 
@@ -40,17 +36,24 @@ def usage() -> str:
 
 
 def user_error(error: BaseException) -> str | None:
-    """The message of a mistake the user can fix, wherever it was raised; None for anything else."""
+    """The message of a mistake the user can fix, wherever it was raised; None for anything else.
+
+    A user error is a subclass of dew.data.errors.UserError: recognised by its class here, or by its
+    qualified name in the text Beam relays from a worker (the multi-process runner and Dataflow relay
+    the worker's traceback only); the job's module, imported by now, defines every one it raises.
+    """
+    known = {*user_error_names(), *LAUNCHER_ERRORS}
     seen: BaseException | None = error
     while seen is not None:
-        names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(seen).__mro__}
-        if names & {*USER_ERRORS, *LAUNCHER_ERRORS}:
+        if {qualified_name(cls) for cls in type(seen).__mro__} & known:
             return _BEAM_STEP.sub("", str(seen))
         # `raise ... from None` hides the context on purpose: a FileNotFoundError a library caught and
         # replaced is not a path the user gave, and must not turn the replacement into a usage error.
         seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     # The last relayed line is the innermost: Beam wraps a worker's error once per step it passed.
-    relayed = _RELAYED.findall(str(error))
+    # A relayed message runs from its class name to the blank line (or the end) after it.
+    names = "|".join(map(re.escape, sorted(user_error_names())))
+    relayed = re.findall(rf"^(?:{names}): (.*?)(?:\n\n|\Z)", str(error), re.M | re.S)
     return _BEAM_STEP.sub("", relayed[-1]) if relayed else None
 
 
@@ -58,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         # Run as a program, in a process of its own that has done nothing yet: its workers can be forked.
         zygotes.allow()
+        progress_line.count_from_process_start()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(usage())
@@ -72,7 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[quiet.VERBOSE] = "1"  # workers inherit it: they print every traceback too
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
-        job.load().main(args[1:])
+        if argv is None and job.pipeline and not {"-h", "--help"} & set(args[1:]):
+            with progress_line.program_line(job.name):  # from now on, start-up included
+                job.load().main(args[1:])
+        else:
+            job.load().main(args[1:])
     except BrokenPipeError:
         # Python would report the closed pipe as a traceback, and again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -8,6 +8,7 @@ except that a Dataflow launch missing what it needs is refused here, before anyt
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -21,8 +22,10 @@ from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptio
 
 from dew.pipelines import worker_logs
 from dew.pipelines.flags import UsageError
+from dew.pipelines.progress_line import ProgressLine, launcher_started, open_line
 from dew.preprocess import commit
 from dew.preprocess.commit import JobIdentity
+from dew.preprocess.progress import Phase
 from dew.preprocess.shards import TooManyShardsError
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct", "FnApiRunner")
@@ -106,13 +109,39 @@ def counters(result: Any) -> dict[str, int]:
     return dict(sorted(totals.items()))
 
 
-def run(pipeline: beam.Pipeline, *, wait: bool = True, out: TextIO = sys.stderr) -> tuple[Any, dict[str, int], float]:
-    """Runs the pipeline; when waiting, prints its counters and rates and returns (result, counters, seconds)."""
-    start = time.monotonic()
-    result = pipeline.run()
-    if not wait:
-        return result, {}, 0.0
-    result.wait_until_finish()
+def run(
+    pipeline: beam.Pipeline,
+    *,
+    wait: bool = True,
+    out: TextIO | None = None,
+    job: str | None = None,
+    phases: Sequence[Phase] = (),
+) -> tuple[Any, dict[str, int], float]:
+    """Runs the pipeline; when waiting, prints its counters and rates and returns (result, counters, seconds).
+
+    With `phases`, a progress line (dew.pipelines.progress_line) shows the job's phases as it runs. The
+    seconds are the wall clock since the dew-preprocess program's process started (start-up is part of what
+    a user waits), or since the call for a job run as a function.
+    """
+    out = sys.stderr if out is None else out  # the stderr of the call, not of the import (a redirect, capsys)
+    start = launcher_started()
+    if not wait or not phases:
+        result = pipeline.run()
+        if not wait:
+            return result, {}, 0.0
+        result.wait_until_finish()
+    else:
+        opened = open_line()
+        with contextlib.nullcontext(opened) if opened is not None else ProgressLine(job or "job", (), out=out) as line:
+            line.follow(job or "job", phases)
+            runner: Any = pipeline.runner
+            if hasattr(runner, "when_started"):
+                # Paused over the fork of its workers, which wants one thread, and started again after it.
+                runner.before_fork, runner.when_started = line.pause, line.start
+            else:
+                line.start()
+            result = pipeline.run()
+            result.wait_until_finish()
     seconds = time.monotonic() - start
     found = counters(result)
     report(found, seconds, out)
@@ -128,12 +157,14 @@ def run_committed(
     overwrite: bool,
     rate: Callable[[Mapping[str, int], float], str] | None = None,
     reopen: bool = False,
+    phases: Sequence[Phase] = (),
 ) -> dict[str, int]:
     """Every committing job's run: claim `output`, build the pipeline on it, run it, say what it committed.
 
     Returns the counters, or {} when this same job already committed the output; `reopen` claims a
     committed output again instead, for a rerun that rewrites part of it. `rate` words the job's own
-    throughput line from its counters and the wall-clock seconds.
+    throughput line from its counters and the wall-clock seconds; `phases` are the job's, in order, for
+    its progress line.
     """
     require_remote(options, "--output", output)
     if commit.prepare_output(output, identity, overwrite=overwrite):
@@ -144,7 +175,7 @@ def run_committed(
     pipeline = make_pipeline(options)
     build(pipeline)
     try:
-        _, found, seconds = run(pipeline)
+        _, found, seconds = run(pipeline, job=str(identity.config.get("job", "job")), phases=phases)
     except Exception as error:
         if not reopen and _planned_too_many_shards(error):
             # Refused as the shards were planned, before any was written: the rerun with a larger size
@@ -170,6 +201,7 @@ def _planned_too_many_shards(error: BaseException) -> bool:
 def report(found: Mapping[str, int], seconds: float, out: TextIO) -> None:
     width = max((len(name) for name in found), default=0)
     # A job whose steps count nothing (plan-mixture) says it finished, not "counters:" over an empty list.
+    # The seconds are the launcher's wall clock, start-up included (run).
     print(f"finished in {seconds:.1f} s" + ("; counters:" if found else ""), file=out)
     for name, value in found.items():
         print(f"  {name:<{width}}  {value:,}", file=out)

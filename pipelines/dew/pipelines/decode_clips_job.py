@@ -20,9 +20,11 @@ from dew.data.sections import AUDIO_DTYPES, FRAME_ENCODINGS
 from dew.data.video.decode import ClipShape
 from dew.pipelines import common, flags
 from dew.preprocess.clip_sources import LAYOUTS, Source, SourceOptions, find_sources
-from dew.preprocess.clips import NO_AUDIO_POLICIES, ClipsPlan, WriteClips
+from dew.preprocess.clips import DECODE, NO_AUDIO_POLICIES, ClipsPlan, WriteClips
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
+from dew.preprocess.progress import Phase
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -127,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         lambda p: build(p, plan, identity, sources),
         overwrite=args.overwrite,
         rate=_rate,
+        phases=(
+            Phase(name=DECODE, unit="videos", total=len(sources)),
+            Phase(name=WRITE, unit="clips"),
+            Phase(name=COMMIT),
+        ),
     )
 
 

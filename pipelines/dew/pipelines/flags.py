@@ -19,9 +19,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from dew.data import formats
+from dew.data.errors import UserError
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A command line the job cannot run: the message says what is wrong and what to type instead."""
 
 

@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
@@ -39,9 +40,28 @@ _pools_lock = threading.Lock()
 
 
 class ForkingRunner(fn_runner.FnApiRunner):
-    """Beam's FnApiRunner whose multi_processing workers are forked from this process when that is safe."""
+    """Beam's FnApiRunner whose multi_processing workers are forked from this process when that is safe.
+
+    when_started: called once the workers are forked (or it is clear they will not be), before the run:
+    what would start a thread (the launcher's progress line) waits for it, since a fork wants one thread.
+    """
+
+    when_started: Callable[[], None] | None = None
+    before_fork: Callable[[], None] | None = None  # stops what holds a thread (that progress line), first
 
     def run_via_runner_api(self, pipeline_proto: Any, options: Any) -> Any:
+        if self.before_fork is not None:
+            self.before_fork()
+        try:
+            return self._run_forked(pipeline_proto, options)
+        finally:
+            self.when_started = self.before_fork = None
+
+    def _started(self) -> None:
+        if self.when_started is not None:
+            self.when_started()
+
+    def _run_forked(self, pipeline_proto: Any, options: Any) -> Any:
         safe = zygotes.take_allowance()
         subprocess = [
             env
@@ -49,12 +69,14 @@ class ForkingRunner(fn_runner.FnApiRunner):
             if env.urn == _SUBPROCESS and b"apache_beam.runners.worker.sdk_worker_main" in env.payload
         ]
         if not subprocess or not safe:
+            self._started()
             return super().run_via_runner_api(pipeline_proto, options)
         run = f"{os.getpid()}-{id(pipeline_proto)}"
         for env in subprocess:
             env.urn = URN
             env.payload = json.dumps({"run": run, "command": env.payload.decode()}).encode()
         waiting = zygotes.fork(self._num_workers * len(subprocess))
+        self._started()
         with _pools_lock:
             _pools[run] = waiting
         try:

@@ -16,13 +16,14 @@ from typing import Any
 
 import apache_beam as beam
 
-from dew.data.images import pixels
-from dew.pipelines import common, flags
+from dew.pipelines import common, flags, image_flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
 from dew.preprocess.image_sources import FILE_KINDS, Found, Source, find_sources, reads
-from dew.preprocess.images import ImagesPlan, WriteImages
+from dew.preprocess.images import ENCODE, ImagesPlan, WriteImages
+from dew.preprocess.progress import Phase
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,37 +42,13 @@ def parser() -> argparse.ArgumentParser:
         "--caption_template", default="{label}", help="an image file's caption; {label} is its class, {stem} its name"
     )
     flags.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
-    add_image_flags(p)
+    image_flags.add(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
     p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
     flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
     flags.switch(p, "--overwrite", "replace an output written by another config")
     return p
-
-
-def add_image_flags(p: argparse.ArgumentParser) -> None:
-    """The pixel rules and the stored form, shared by every job that writes images (images, ingest-urls)."""
-    p.add_argument("--min_size", type=int, default=128, help="images with a shorter side are dropped as too_small")
-    p.add_argument("--max_aspect", type=float, default=2.4, help="longer side over shorter beyond this is bad_aspect")
-    p.add_argument("--max_pixels", type=int, default=pixels.MAX_PIXELS, help="more pixels is too_many_pixels")
-    p.add_argument("--resize", default="center_crop", choices=("keep", "shorter_side", "center_crop"), help="resize")
-    p.add_argument("--size", type=int, default=256, help="the shorter side, or the square's side, in pixels")
-    p.add_argument("--encoding", default="jpeg", choices=pixels.ENCODINGS, help="how images are stored")
-    p.add_argument("--quality", type=int, default=95, help="JPEG and WebP quality, 1..100")
-    p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
-
-
-def image_plan_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The ImagesPlan fields that add_image_flags's flags give."""
-    return {
-        "rules": pixels.ImageRules(min_size=args.min_size, max_aspect=args.max_aspect, max_pixels=args.max_pixels),
-        "resize": args.resize,
-        "size": None if args.resize == "keep" else args.size,
-        "encoding": args.encoding,
-        "quality": args.quality,
-        "ext": args.format,
-    }
 
 
 def plan_from(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, Found]:
@@ -103,7 +80,7 @@ def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, Found]:
             sidecar=args.caption_sidecar,
         ),
         extras=extras,
-        **image_plan_fields(args),
+        **image_flags.plan_fields(args),
         val_fraction=args.val_fraction,
         shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
         num_shards=args.num_shards,
@@ -140,6 +117,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         lambda p: build(p, plan, identity, found.sources, ignored),
         overwrite=args.overwrite,
         rate=lambda found, seconds: f"images/s: {found.get('images_in', 0) / seconds:,.1f} read, wall clock",
+        phases=phases(found.sources),
+    )
+
+
+def phases(sources: Sequence[Source]) -> tuple[Phase, ...]:
+    """Encode (of as many images as sources, when each is one image file), write, commit."""
+    singles = all(source.kind in FILE_KINDS for source in sources)
+    return (
+        Phase(name=ENCODE, unit="images", total=len(sources) if singles else None),
+        Phase(name=WRITE, unit="records"),
+        Phase(name=COMMIT),
     )
 
 

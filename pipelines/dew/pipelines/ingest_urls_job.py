@@ -19,8 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.images.fetch import FetchPolicy
-from dew.pipelines import common, flags
-from dew.pipelines.images_job import add_image_flags, image_plan_fields
+from dew.pipelines import common, flags, image_flags
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -28,7 +27,9 @@ from dew.preprocess.image_sources import Source, reads
 from dew.preprocess.images import ImagesPlan
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.ingest_urls import IngestUrls
+from dew.preprocess.progress import Phase
 from dew.preprocess.url_reading import find_url_sources
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--url_field", default="url", help="row column of the image url")
     p.add_argument("--caption_field", default="caption", help="row column of the caption")
     p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
-    add_image_flags(p)
+    image_flags.add(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of rows, drawn by a hash, held out")
     p.add_argument("--rows_per_shard", type=int, default=10_000, help="input rows per shard (before drops)")
     p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by rows")
@@ -71,7 +72,7 @@ def plan_from(args: argparse.Namespace) -> tuple[IngestPlan, JobIdentity, tuple[
                 image_field=args.url_field, caption_field=args.caption_field, extra_fields=tuple(args.extra_field)
             ),
             extras=(*URL_FIELDS, *args.extra_field),
-            **image_plan_fields(args),
+            **image_flags.plan_fields(args),
             val_fraction=args.val_fraction,
             num_shards=args.num_shards,
         )
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         overwrite=args.overwrite,
         rate=_rate,
         reopen=args.refetch_failed,
+        phases=(Phase(name=WRITE, unit="urls"), Phase(name=COMMIT)),  # fetching is how its shards are written
     )
 
 

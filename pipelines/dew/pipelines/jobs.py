@@ -16,11 +16,13 @@ from types import ModuleType
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Job:
     """One job: the name users type (`dew-preprocess NAME`, `--job NAME`), the module that runs it, and
-    what it turns into what, in one line."""
+    what it turns into what, in one line. `pipeline`: whether it runs a Beam pipeline, which the
+    dew-preprocess program shows a progress line for from its start (inspect reads and prints)."""
 
     name: str
     module: str
     summary: str
+    pipeline: bool = True
 
     def load(self) -> ModuleType:
         """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam, except inspect's."""
@@ -68,6 +70,7 @@ JOBS: tuple[Job, ...] = (
         name="inspect",
         module="dew.pipelines.inspect_job",
         summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",
+        pipeline=False,
     ),
 )
 

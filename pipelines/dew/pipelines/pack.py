@@ -47,14 +47,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
         print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]
     pipeline = common.make_pipeline(options)
+    pack = PackCorpus(corpus, windows)
     (
         pipeline
         | "Meta" >> beam.Create([meta])
-        | "Pack" >> PackCorpus(corpus, windows)
+        | "Pack" >> pack
         | "Collect" >> beam.combiners.ToList()
         | "Report" >> beam.Map(_print)
     )
-    _, found, _ = common.run(pipeline)
+    shards = sum(len(shards) for shards in meta.splits.values())
+    _, found, _ = common.run(pipeline, job="pack", phases=pack.phases(shards, len(meta.splits)))
     return found
 
 

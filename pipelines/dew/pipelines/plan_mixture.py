@@ -19,6 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
+from dew.data.tokens.corpus import check_same_tokenizer
 from dew.pipelines import common, flags
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
@@ -86,7 +87,7 @@ def check_corpora(corpora: Iterable[str], split: str) -> None:
     another kind, a damaged meta.json or shard, corpora of different tokenizers, a split a corpus lacks."""
     metas = {path: read_corpus_meta(path) for path in corpora}
     try:
-        formats.check_same_tokenizer(metas)
+        check_same_tokenizer(metas)
         for path, meta in metas.items():
             if split not in meta.splits:
                 raise ValueError(f"{path} has no split {split!r} (--split); it holds {', '.join(sorted(meta.splits))}")

@@ -17,11 +17,15 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags
+from dew.preprocess import documents, tokenizing
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
-from dew.preprocess.files import expand_inputs, manifest_fingerprint
+from dew.preprocess.files import InputFile, expand_inputs, manifest_fingerprint
+from dew.preprocess.pack import INDEX, PLAN
+from dew.preprocess.progress import Phase
 from dew.preprocess.tokenizing import describe_tokenizer
+from dew.preprocess.writing import COMMIT, WRITE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -67,6 +71,11 @@ def parser() -> argparse.ArgumentParser:
 
 def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[str]]:
     """The corpus plan, its identity and the sorted input paths, all decided on the launcher."""
+    plan, identity, inputs = _plan_inputs(args)
+    return plan, identity, [i.path for i in inputs]
+
+
+def _plan_inputs(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, Sequence[InputFile]]:
     inputs = expand_inputs(args.input)
     try:
         for item in inputs:
@@ -74,7 +83,7 @@ def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[s
         plan = _plan(args)
     except (ValueError, OSError) as error:  # OSError: a --tokenizer that does not load, named by HFTokenizer
         raise flags.UsageError(str(error)) from None
-    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), inputs
 
 
 def _plan(args: argparse.Namespace) -> CorpusPlan:
@@ -108,11 +117,30 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
-    plan, identity, paths = plan_from(args)
+    plan, identity, inputs = _plan_inputs(args)
+    paths = [i.path for i in inputs]
     for path in paths:
         common.require_remote(options, "--input", path)
     return common.run_committed(
-        plan.output, identity, options, lambda p: build(p, plan, identity, paths), overwrite=args.overwrite
+        plan.output,
+        identity,
+        options,
+        lambda p: build(p, plan, identity, paths),
+        overwrite=args.overwrite,
+        phases=phases(sum(i.size for i in inputs), packed=plan.tokenizer.eos_id is not None),
+    )
+
+
+def phases(input_bytes: int, *, packed: bool) -> tuple[Phase, ...]:
+    """Read (by input bytes: a file's document count is unknown ahead), tokenize, write, the document
+    index and packing plans of a packed corpus (their totals come from the layout), commit."""
+    pack = (Phase(name=INDEX, unit="shards"), Phase(name=PLAN, unit="splits"))
+    return (
+        Phase(name=documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
+        Phase(name=tokenizing.TOKENIZE, unit="documents", total_of=documents.READ),
+        Phase(name=WRITE, unit="pieces", measured_in="bytes"),
+        *(pack if packed else ()),
+        Phase(name=COMMIT),
     )
 
 

@@ -11,11 +11,9 @@ each record at the same place, so the new directory lines up with the old one re
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,20 +26,21 @@ from dew.data.extras import require
 from dew.data.formats import DamagedError, Meta, Shard
 from dew.data.sections import ImagesSection
 from dew.data.text import HFTokenizer
-from dew.preprocess import commit, files
+from dew.preprocess import files, progress
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.documents import NAMESPACE
+from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.pack import verified_copy
 from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
+from dew.preprocess.writing import commit_shards
 
 # The context of CLIP's text encoder: the length used when the tokenizer states none.
 DEFAULT_LENGTH = 77
 # transformers' model_max_length when the tokenizer's files state none (int(1e30)); anything this large is no limit.
 _NO_LIMIT = 1 << 40
-_PROGRESS_SECONDS = 10.0
-_log = logging.getLogger(__name__)
+# The progress phase captions are tokenized in (the skeleton's write and commit follow).
+TOKENIZE = "tokenize"
 Range = tuple[str, int, str, int, int]  # (split, shard index, shard name, first record, end)
 
 
@@ -171,8 +170,7 @@ class _TokenizeRange(beam.DoFn):
         self.local = tempfile.mkdtemp(prefix="dew-captions-")
         self.verified: dict[str, str] = {}
         self.counter = beam.metrics.Metrics.counter(NAMESPACE, "captions_tokenized")
-        self.start = self.last = time.monotonic()
-        self.done = 0
+        self.progress = progress.Tally(TOKENIZE)
 
     def teardown(self) -> None:
         shutil.rmtree(getattr(self, "local", ""), ignore_errors=True)
@@ -208,17 +206,11 @@ class _TokenizeRange(beam.DoFn):
         for i, record in enumerate(records):
             packed = pack_dict_of_byte_arrays({**record, "input_ids": ids[i], "attention_mask": mask[i]})
             yield (split, j), ((start + i,), packed)
-        self._progress(len(records))
+        self.counter.inc(len(records))
+        self.progress.add(len(records))
 
-    def _progress(self, count: int) -> None:
-        self.counter.inc(count)
-        self.done += count
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_SECONDS:
-            self.last = now
-            _log.warning(
-                "caption-tokenize: %d captions (%.0f/s) on this worker", self.done, self.done / (now - self.start)
-            )
+    def finish_bundle(self) -> None:
+        self.progress.publish()
 
 
 class TokenizeCaptions(beam.PTransform):
@@ -231,6 +223,7 @@ class TokenizeCaptions(beam.PTransform):
         self.identity = identity
 
     def expand(self, units: beam.PCollection) -> beam.PCollection:
+        plan = self.plan
         section = tokenized_section(self.source.section_as(ImagesSection), self.plan)
         ext = self.source.shards(next(iter(self.source.splits)))[0].name.rsplit(".", 1)[1]
         counts = {split: len(shards) for split, shards in self.source.splits.items()}
@@ -247,24 +240,12 @@ class TokenizeCaptions(beam.PTransform):
         return (
             shards
             | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, self.plan, section, counts, self.source, self.identity)
+            | "Commit"
+            >> beam.Map(commit_shards, plan.output, section, counts, self.identity, _finish, plan, self.source)
         )
 
 
-def _commit(
-    shards: list[tuple[str, Shard]],
-    plan: CaptionPlan,
-    section: ImagesSection,
-    counts: Mapping[str, int],
-    source: Meta,
-    identity: JobIdentity,
-) -> Meta:
-    meta = Meta(
-        section=section,
-        splits=commit.ordered_shards(shards, counts),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
+def _finish(meta: Meta, plan: CaptionPlan, source: Meta) -> dict[str, Any]:
     for split, shards_in in source.splits.items():
         # Nothing is dropped: every record of the input is in the output, at its place.
         if [s.records for s in shards_in] != [s.records for s in meta.splits[split]]:
@@ -272,12 +253,10 @@ def _commit(
                 f"split {split!r} of {plan.output} does not hold the records of {plan.input} shard for shard"
             )
     total = sum(s.records for shards_in in source.splits.values() for s in shards_in)
-    stats = {
+    return {
         "images_in": total,
         "images_written": total,
         "dropped": {},
         "source": source.fingerprint(),
         "fingerprint": meta.fingerprint(),
     }
-    commit.commit_corpus(plan.output, meta, stats)
-    return meta

@@ -1,7 +1,8 @@
 """WriteClips: video Sources → a committed `dew.clips/1` directory, end to end, as one PTransform.
 
     spread videos → decode each video's clips (one open file, one pass per run of nearby clips) and park
-    them in a file of the video's → shard counts → route → write shards → stats.json → meta.json
+    them in a file of the video's → the writer skeleton (dew.preprocess.writing): shard counts → route
+    → write shards → stats.json → meta.json
 
 Every clip is cut by dew.data.video.decode, the path VideoDataset reads through at training time, so a
 clip decoded offline is the clip that would have been decoded online, and a file is refused for the
@@ -24,37 +25,32 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import logging
 import math
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
 
-from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
+from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta
 from dew.data.sections import ClipsSection
 from dew.data.video import decode
 from dew.data.video.clip_records import pack_clip, section_fields
 from dew.data.video.decode import ClipShape, Video, VideoError
-from dew.preprocess import commit
+from dew.preprocess import progress
 from dew.preprocess.clip_sources import MISSING_FILE, SOURCE_REASONS, Source, SourceOptions
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.documents import NAMESPACE, BadInputError
-from dew.preprocess.drops import TooManyDropsError
+from dew.preprocess.constants import NAMESPACE, TRAIN
+from dew.preprocess.errors import BadInputError, TooManyDropsError
 from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.quiet import user_error
-from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.shards import WriteShards, sized_count
+from dew.preprocess.writing import Sharding, write_parked
 
 NO_AUDIO = "no_audio"
 DROP_REASONS = (*decode.REASONS, NO_AUDIO, *SOURCE_REASONS)
 NO_AUDIO_POLICIES = ("silence", "drop")
 TALLY_TAG = "tally"
-TRAIN = "train"
-_PROGRESS_SECONDS = 10.0
-_DRAW = float(1 << 64)
-_log = logging.getLogger(__name__)
+# The progress phase videos are decoded in (the skeleton's write and commit follow).
+DECODE = "decode"
 # What to check for a reason whose usual cause is a flag rather than the videos.
 _HINTS = {
     "too_short": "a clip is --frames / --frame_rate seconds long",
@@ -106,6 +102,10 @@ class ClipsPlan:
             raise ValueError(f"JPEG quality must be in 1..100, got {self.quality}")
         self.section()  # an encoding or dtype the contract refuses is a usage error, now
 
+    def sharding(self) -> Sharding:
+        """One split, train: a clip's draw places it in a shard, never in val."""
+        return Sharding(per_shard=self.shard_bytes, num_shards=self.num_shards)
+
     def section(self) -> ClipsSection:
         shape = self.shape
         return ClipsSection(
@@ -145,22 +145,6 @@ class ClipsPlan:
         return sorted({j for j in picked if j < starts})
 
 
-class _Progress:
-    """Logs this worker's clips/s and frames/s every few seconds, so a long local run shows it is alive."""
-
-    def __init__(self, frames: int) -> None:
-        self.start = self.last = time.monotonic()
-        self.frames, self.clips = frames, 0
-
-    def add(self) -> None:
-        self.clips += 1
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_SECONDS:
-            self.last = now
-            rate = self.clips / (now - self.start)
-            _log.warning("clips: %d (%.1f clips/s, %.0f frames/s) on this worker", self.clips, rate, rate * self.frames)
-
-
 class _DecodeVideo(beam.DoFn):
     """Source → ((file, clip), (parked record, draw)) for each clip of a video that decoded whole, and one
     tally per video (TALLY_TAG)."""
@@ -171,7 +155,7 @@ class _DecodeVideo(beam.DoFn):
     def setup(self) -> None:
         names = ("videos_in", "clips_decoded", "frames_decoded", *DROP_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
-        self.progress = _Progress(self.plan.shape.frames)
+        self.progress = progress.Tally(DECODE)
         self.section = self.plan.section()
 
     def process(self, source: Source) -> Iterator[Any]:
@@ -204,7 +188,11 @@ class _DecodeVideo(beam.DoFn):
                     BadInputError(f"{error} (--strict stops at the first bad video; drop it to count them instead)")
                 )
         tally = {"index": source.index, "path": source.path, "clips": len(clips), "reason": reason, "error": error}
+        self.progress.add()
         yield beam.pvalue.TaggedOutput(TALLY_TAG, tally)
+
+    def finish_bundle(self) -> None:
+        self.progress.publish()
 
     def _clips(self, source: Source, parking: ParkingFile) -> Iterator[tuple[Key, tuple[Parked, int]]]:
         plan, shape = self.plan, self.plan.shape
@@ -221,19 +209,7 @@ class _DecodeVideo(beam.DoFn):
                 )  # fmt: skip
                 self.counters["clips_decoded"].inc()
                 self.counters["frames_decoded"].inc(shape.frames)
-                self.progress.add()
                 yield (source.index, index), (parking.add(record), source.draw(index))
-
-
-def shard_count(total_bytes: int, plan: ClipsPlan) -> dict[str, int]:
-    if plan.num_shards is not None:
-        return {TRAIN: plan.num_shards}
-    return {TRAIN: sized_count(TRAIN, total_bytes, plan.shard_bytes)}
-
-
-def _route(element: tuple[Key, tuple[Parked, int]], counts: Mapping[str, int]) -> Any:
-    key, (parked, draw) = element
-    return (TRAIN, min(counts[TRAIN] - 1, int(draw / _DRAW * counts[TRAIN]))), (key, parked)
 
 
 def clips_stats(meta: Meta, tallies: Iterable[Mapping[str, Any]], videos: int) -> dict[str, Any]:
@@ -292,34 +268,5 @@ class WriteClips(beam.PTransform):
             | "DecodeVideos" >> beam.ParDo(_DecodeVideo(plan)).with_outputs(TALLY_TAG, main="records")
         )
         tallies, records = decoded[TALLY_TAG], decoded.records
-        counts = beam.pvalue.AsSingleton(
-            records
-            | "ClipBytes" >> beam.Map(lambda kv: kv[1][0].size)
-            | "TotalBytes" >> beam.CombineGlobally(sum)
-            | "ShardCounts" >> beam.Map(shard_count, plan)
-        )
-        fmt = ShardFormat(ext=plan.ext, section=plan.section())
-        shards = records | "Route" >> beam.Map(_route, counts) | "WriteShards" >> WriteShards(plan.output, fmt, counts)
-        return (
-            shards
-            | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, beam.pvalue.AsList(tallies), self.videos)
-        )
-
-
-def _commit(
-    shards: list[tuple[str, Shard]],
-    plan: ClipsPlan,
-    identity: JobIdentity,
-    counts: Mapping[str, int],
-    tallies: Iterable[Mapping[str, Any]],
-    videos: int,
-) -> Meta:
-    meta = Meta(
-        section=plan.section(),
-        splits=commit.ordered_shards(shards, counts),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
-    commit.commit_corpus(plan.output, meta, clips_stats(meta, tallies, videos))
-    return meta
+        side = (beam.pvalue.AsList(tallies), self.videos)
+        return records | "Write" >> write_parked(plan, self.identity, finish=clips_stats, side=side)

@@ -22,17 +22,14 @@ from typing import Any
 from dew.data.committed import JOB_MARKER
 from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name, write_meta
 from dew.preprocess import files
-from dew.preprocess.shards import write_piece_indexes
+from dew.preprocess.errors import OutputConflictError
+from dew.preprocess.piece_lengths import write_piece_indexes
 
 # The job's claim on its output; dew.data.committed reads it to name an uncommitted directory.
 MARKER = JOB_MARKER
 STATS = "stats.json"
 # Per-shard tables beside the shards (ingest-urls' fetch outcomes), named `<shard name minus ext>.status.parquet`.
 STATUS_SUFFIX = ".status.parquet"
-
-
-class OutputConflictError(RuntimeError):
-    """The output directory holds something this job must not silently mix with or replace."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -3,6 +3,9 @@
     read documents → tokenize (in batches) → lengths per file → layout (cut, shards) → route → write shards
     → (pack: document index + plans) → stats.json → meta.json
 
+Shards are planned by the layout, cut at exact token counts, rather than by a record's draw; the meta,
+stats and commit are the writer skeleton's (dew.preprocess.writing.build_meta, commit_checked).
+
 Each arrow is a labelled step; the pieces are reusable on their own (dew.preprocess.documents,
 .tokenize, .layout, .shards, .pack, .commit).
 """
@@ -18,15 +21,17 @@ import numpy as np
 
 from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.sections import TokensSection
-from dew.preprocess import commit, documents, layout
+from dew.preprocess import commit, documents, layout, pack, progress
 from dew.preprocess.commit import JobIdentity
+from dew.preprocess.constants import STATS_TAG
 from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
-from dew.preprocess.drops import TooManyDropsError, check_drops
+from dew.preprocess.drops import check_drops
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 from dew.preprocess.tokenizing import TokenBatch, TokenizeBatches, TokenizerInfo
+from dew.preprocess.writing import WRITE, build_meta, commit_checked
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -101,15 +106,6 @@ class CorpusPlan:
         }
 
 
-def build_meta(shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: JobIdentity, corpus: Layout) -> Meta:
-    return Meta(
-        section=plan.section(),
-        splits=commit.ordered_shards(shards, corpus.shards),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
-
-
 def corpus_stats(
     meta: Meta,
     corpus: Layout,
@@ -166,16 +162,7 @@ class TokenizeCorpus(beam.PTransform):
             lengths
             | "FileTotals" >> beam.Map(FileLengths.summary)
             | "AllFiles" >> beam.combiners.ToList()
-            | "Layout"
-            >> beam.Map(
-                lambda totals: Layout.plan(
-                    totals,
-                    val_fraction=plan.val_fraction,
-                    itemsize=plan.tokenizer.dtype.itemsize,
-                    shard_bytes=plan.shard_bytes,
-                    num_shards=plan.num_shards,
-                )
-            )
+            | "Layout" >> beam.Map(_layout, plan)
         )
         corpus = beam.pvalue.AsSingleton(planned)
         counts = beam.pvalue.AsSingleton(planned | "ShardCounts" >> beam.Map(lambda c: dict(c.shards)))
@@ -192,14 +179,12 @@ class TokenizeCorpus(beam.PTransform):
             | "WriteShards" >> WriteShards(plan.output, fmt, counts)
         )
         tallies = beam.pvalue.AsSingleton(
-            read[documents.STATS_TAG]
-            | "AllTallies" >> beam.combiners.ToList()
-            | "Tally" >> beam.Map(documents.merge_tallies)
+            read[STATS_TAG] | "AllTallies" >> beam.combiners.ToList() | "Tally" >> beam.Map(documents.merge_tallies)
         )
         meta = (
             shards
             | "AllShards" >> beam.combiners.ToList()
-            | "BuildMeta" >> beam.Map(build_meta, plan, self.identity, corpus)
+            | "BuildMeta" >> beam.Map(_meta, plan, self.identity, corpus)
         )
         if plan.tokenizer.eos_id is None:
             # Without eos every split is one document: there is no index worth writing ahead.
@@ -219,21 +204,37 @@ def _route(
             yield shard, (piece_key, np.ascontiguousarray(piece, dtype=dtype).tobytes())
 
 
-def _commit(
+def _layout(totals: list[Any], plan: CorpusPlan) -> Layout:
+    itemsize = plan.tokenizer.dtype.itemsize
+    corpus = Layout.plan(
+        totals,
+        val_fraction=plan.val_fraction,
+        itemsize=itemsize,
+        shard_bytes=plan.shard_bytes,
+        num_shards=plan.num_shards,
+    )
+    progress.announce_total(WRITE, corpus.tokens * itemsize)  # the bytes of ids the shards will hold
+    progress.announce_total(pack.INDEX, sum(corpus.shards.values()))  # PackCorpus reads every shard
+    progress.announce_total(pack.PLAN, len(corpus.shards))  # and plans every split
+    return corpus
+
+
+def _meta(shards: Iterable[tuple[str, Shard]], plan: CorpusPlan, identity: JobIdentity, corpus: Layout) -> Meta:
+    return build_meta(shards, plan.section(), corpus.shards, identity)
+
+
+def _finish(
     meta: Meta,
     plan: CorpusPlan,
     corpus: Layout,
     tallies: Mapping[str, Any],
     packed: Sequence[Mapping[str, Any]],
     paths: Mapping[int, str],
-) -> Meta:
+) -> dict[str, Any]:
     stats = corpus_stats(meta, corpus, tallies, packed, paths)
-    try:
-        check_drops(stats, plan.max_drop_fraction)
-    except TooManyDropsError:
-        # The same inputs and config fail the same way, so nothing here is worth resuming; cleared,
-        # the output takes the rerun with corrected flags without asking for --overwrite.
-        commit.clear_output(plan.output)
-        raise
-    commit.commit_corpus(plan.output, meta, stats)
-    return meta
+    check_drops(stats, plan.max_drop_fraction)
+    return stats
+
+
+def _commit(meta: Meta, plan: CorpusPlan, *side: Any) -> Meta:
+    return commit_checked(plan.output, meta, _finish, plan, *side)

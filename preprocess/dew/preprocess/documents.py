@@ -33,10 +33,11 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.extras import require
-from dew.preprocess import files
+from dew.preprocess import files, progress
+from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
+from dew.preprocess.errors import BadInputError
 from dew.preprocess.quiet import user_error
 
-STATS_TAG = "stats"
 # Reasons a row is dropped; a counter and a stats.json entry each.
 INVALID_UTF8 = "invalid_utf8"
 MALFORMED_JSON = "malformed_json"
@@ -50,20 +51,15 @@ CORRUPT_INPUT = "corrupt_input"
 FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP)
 DROP_REASONS = ROW_REASONS + FILE_REASONS
 UNREADABLE_FILE = "unreadable_file"
-# Per-file tally entry listing each damaged file: its path, reason, rows read before the damage, error.
-DAMAGED = "damaged_inputs"
+# The progress phase of reading documents, measured in input bytes (a file's row count is unknown ahead).
+READ = "read"
 # Per-file tally entry: the first row dropped for each reason ({"path", "row"}), so a job that drops
 # too much can show where to look.
 EXAMPLES = "drop_examples"
-NAMESPACE = "dew.preprocess"
 # Compressed bytes handed to the zstd decoder at once: one call inflates at most this times the ratio.
 _ZSTD_FEED = 1 << 13
 # Bytes read at once from a file whose contents are only being checked or decoded, not held.
 _READ_CHUNK = 1 << 20
-
-
-class BadInputError(ValueError):
-    """Raised in strict mode, naming the file, row and reason of the first bad document."""
 
 
 class DamagedInput(Exception):
@@ -186,6 +182,15 @@ class _ReadFile(beam.DoFn):
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
         self.counters["files"] = beam.metrics.Metrics.counter(NAMESPACE, "files")
         self.counters[UNREADABLE_FILE] = beam.metrics.Metrics.counter(NAMESPACE, "files_unreadable")
+        self._read_before = 0  # input bytes of the files this worker has finished
+        self._raw: Any = None  # the file being read, whose position is how far into it the reading is
+        self.progress = progress.Tally(READ, measure=self._bytes_read)
+
+    def _bytes_read(self) -> int:
+        try:
+            return self._read_before + (self._raw.tell() if self._raw is not None and not self._raw.closed else 0)
+        except (OSError, ValueError):
+            return self._read_before
 
     def process(self, element: tuple[int, str]) -> Iterator[Any]:
         index, path = element
@@ -197,6 +202,7 @@ class _ReadFile(beam.DoFn):
             for row, text, reason in self._rows(path):
                 tally["documents_in"] += 1
                 if reason is None:
+                    self.progress.add()
                     tally["documents_read"] += 1
                     yield (index, row), text
                 else:
@@ -223,6 +229,7 @@ class _ReadFile(beam.DoFn):
             damaged.append({"path": path, "reason": damage.reason, "rows_read": rows, "error": str(damage)})
         for name, value in tally.items():
             self.counters[name].inc(value)
+        self.progress.publish()
         yield beam.pvalue.TaggedOutput(STATS_TAG, {**tally, DAMAGED: damaged, EXAMPLES: examples})
 
     def _rows(self, path: str) -> Iterator[tuple[int, str | None, str | None]]:
@@ -230,15 +237,19 @@ class _ReadFile(beam.DoFn):
         if problem := files.link_problem(path):
             raise DamagedInput(problem, "the symlink leads to no file")
         with files.open_read(path) as raw:
-            if kind == "parquet":
-                yield from self._parquet_rows(raw)
-                return
+            self._raw = raw
             try:
-                yield from self._stream_rows(_decompressed(raw, compression), kind)
-            except EOFError as error:  # gzip's and _ZstdFrames' word for a stream cut before its end marker
-                raise DamagedInput(TRUNCATED_INPUT, f"{compression}: {error}") from error
-            except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
-                raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
+                if kind == "parquet":
+                    yield from self._parquet_rows(raw)
+                    return
+                try:
+                    yield from self._stream_rows(_decompressed(raw, compression), kind)
+                except EOFError as error:  # gzip's and _ZstdFrames' word for a stream cut before its end marker
+                    raise DamagedInput(TRUNCATED_INPUT, f"{compression}: {error}") from error
+                except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
+                    raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
+            finally:
+                self._read_before, self._raw = self._bytes_read(), None
 
     def _stream_rows(self, stream: Any, kind: str) -> Iterator[tuple[int, str | None, str | None]]:
         if kind == "txt" and self.options.txt_documents == "file":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from dew.preprocess.errors import TooManyDropsError
 from dew.preprocess.quiet import user_error
 
 # What to check for a reason whose usual cause is a flag rather than the data.
@@ -21,10 +22,6 @@ _HINTS = {
     "invalid_utf8": "is the text UTF-8?",
 }
 _SHOWN = 3
-
-
-class TooManyDropsError(ValueError):
-    """The job wrote no document, or dropped more than it may: nothing was committed."""
 
 
 def check_drops(

@@ -12,12 +12,11 @@ The shard writer reads each record from its parked file in key order, so the byt
 Every image goes through dew.data.images.pixels, so it is dropped for the same reasons and resized the
 same way as wherever else dew reads pixels.
 
-Splits and shards come from a hash of where a record came from (its Source's name and row), drawn once
-in [0, 1): a record is `val` when its draw is under val_fraction, and within its split it goes to the
-shard its draw falls in. So a record's split never depends on the other inputs (adding images never
-moves one from train to val, which would leak it), shards fill evenly, and nothing is gathered to plan
-them but one byte total per split. The val split holds val_fraction of the records in expectation,
-not exactly.
+A record's draw is a hash of where it came from (its Source's name and row); from there on the writer
+skeleton (dew.preprocess.writing) splits, plans, routes, writes and commits it as it does every kind's,
+so a record's split never depends on the other inputs (adding images never moves one from train to
+val, which would leak it), shards fill evenly, and nothing is gathered to plan them but one byte total
+per split. The val split holds val_fraction of the records in expectation, not exactly.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ import collections
 import dataclasses
 import hashlib
 import json
-import logging
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -37,24 +34,22 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from dew.data.codec import pack_dict_of_byte_arrays
-from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
+from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta
 from dew.data.images import pixels
 from dew.data.sections import RESIZE_POLICIES, ImagesSection
-from dew.preprocess import commit, documents
+from dew.preprocess import commit, progress
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.documents import NAMESPACE, STATS_TAG
-from dew.preprocess.drops import TooManyDropsError, check_drops
+from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
+from dew.preprocess.drops import check_drops
 from dew.preprocess.image_reading import FILE_REASONS, PATH_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
-from dew.preprocess.parked import Parked, ParkingFile
-from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.shards import WriteShards, sized_count
+from dew.preprocess.parked import ParkingFile
+from dew.preprocess.writing import Sharding, write_parked
 
 DUPLICATE = "duplicate"
 DROP_REASONS = (*pixels.REASONS, DUPLICATE, *ROW_REASONS, *FILE_REASONS)
 DROPS_TAG = "drops"
-TRAIN, VAL = "train", "val"
-_PROGRESS_SECONDS = 10.0
-_DRAW = float(1 << 64)
+# The progress phase images are decoded and encoded in (the skeleton's write and commit follow).
+ENCODE = "encode"
 # The flag to check first when every image is dropped for this reason.
 _HINTS = {
     "too_small": "see --min_size",
@@ -68,7 +63,6 @@ _HINTS = {
     "not_a_file": "does --image_field name image files?",
     "non_utf8_name": "rename the files to UTF-8 names",
 }
-_log = logging.getLogger(__name__)
 Key = tuple[int, int]
 
 
@@ -111,6 +105,9 @@ class ImagesPlan:
             raise ValueError(f"shard_bytes must be positive and num_shards in 1..{MAX_SHARDS}")
         self.section()  # an encoding or field list the contract refuses is a usage error, now
 
+    def sharding(self) -> Sharding:
+        return Sharding(val_fraction=self.val_fraction, per_shard=self.shard_bytes, num_shards=self.num_shards)
+
     def section(self) -> ImagesSection:
         return ImagesSection(
             encoding=self.encoding,
@@ -150,21 +147,6 @@ class ImagesPlan:
         return pixels.encode(image, self.encoding, self.quality)
 
 
-class _Progress:
-    """Logs this worker's images/s every few seconds, so a long local run shows it is alive."""
-
-    def __init__(self) -> None:
-        self.start = self.last = time.monotonic()
-        self.images = 0
-
-    def add(self) -> None:
-        self.images += 1
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_SECONDS:
-            self.last = now
-            _log.warning("images: %d (%.1f/s) on this worker", self.images, self.images / (now - self.start))
-
-
 class _Encode(beam.DoFn):
     """((file, row), (image bytes, fields, draw)) → ((file, row), (Parked record, draw)), or with dedupe
     (image digest, that element); a dropped image is its reason on DROPS_TAG.
@@ -179,7 +161,7 @@ class _Encode(beam.DoFn):
     def setup(self) -> None:
         self.encoded = beam.metrics.Metrics.counter(NAMESPACE, "images_encoded")
         self.drops = {r: beam.metrics.Metrics.counter(NAMESPACE, r) for r in pixels.REASONS}
-        self.progress = _Progress()
+        self.progress = progress.Tally(ENCODE)
 
     def start_bundle(self) -> None:
         self._discard()
@@ -188,6 +170,7 @@ class _Encode(beam.DoFn):
 
     def process(self, element: tuple[Key, tuple[bytes, dict[str, bytes], int]]) -> Iterator[Any]:
         key, (data, fields, place) = element
+        self.progress.add()
         try:
             image = self.plan.image_bytes(data)
         except pixels.ImageRejected as rejected:
@@ -195,7 +178,6 @@ class _Encode(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DROPS_TAG, rejected.reason)
             return
         self.encoded.inc()
-        self.progress.add()
         assert self.parking is not None
         record = (key, (self.parking.add(pack_dict_of_byte_arrays({"image": image, **fields})), place))
         self.parked.append((hashlib.sha256(image).hexdigest(), record) if self.plan.dedupe else record)
@@ -205,6 +187,7 @@ class _Encode(beam.DoFn):
         self.parking.close()
         self.parking = None  # handed on: from now on its references are what finds the records
         parked, self.parked = self.parked, []
+        self.progress.publish()
         for element in parked:
             yield WindowedValue(element, MIN_TIMESTAMP, (GlobalWindow(),))
 
@@ -225,32 +208,6 @@ def _first_of_each_image(element: tuple[str, Iterable[tuple[Key, Any]]]) -> Iter
     yield ordered[0]
     for _ in ordered[1:]:
         yield beam.pvalue.TaggedOutput(DROPS_TAG, DUPLICATE)
-
-
-def split_of(place: int, val_fraction: float) -> tuple[str, float]:
-    """(split, where in the split in [0, 1)) of a record's draw."""
-    at = place / _DRAW
-    if at < val_fraction:
-        return VAL, at / val_fraction
-    return TRAIN, (at - val_fraction) / (1.0 - val_fraction)
-
-
-def _route(element: tuple[Key, tuple[Parked, int]], val_fraction: float, counts: Mapping[str, int]) -> Any:
-    key, (record, place) = element
-    split, at = split_of(place, val_fraction)
-    return (split, min(counts[split] - 1, int(at * counts[split]))), (key, record)
-
-
-def shard_counts(sizes: Iterable[tuple[str, int]], plan: ImagesPlan) -> dict[str, int]:
-    """Each split's shard count from its bytes; train and (with a val_fraction) val always get one."""
-    total = {TRAIN: 0, **({VAL: 0} if plan.val_fraction else {})}
-    total.update(sizes)
-    return {
-        split: plan.num_shards
-        if split == TRAIN and plan.num_shards is not None
-        else sized_count(split, size, plan.shard_bytes)
-        for split, size in total.items()
-    }
 
 
 def images_stats(
@@ -275,20 +232,11 @@ def images_stats(
         "images_in": tallies["images_in"],
         "images_written": written,
         "dropped": dropped,
-        "damaged_inputs": tallies[documents.DAMAGED],
+        "damaged_inputs": tallies[DAMAGED],
         "ignored_files": dict(sorted((ignored or {}).items())),
         "splits": commit.split_stats(meta, "images"),
         "fingerprint": meta.fingerprint(),
     }
-
-
-def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    total: collections.Counter[str] = collections.Counter()
-    damaged: list[dict[str, Any]] = []
-    for tally in tallies:
-        damaged.extend(tally.get(documents.DAMAGED, ()))
-        total.update({name: value for name, value in tally.items() if name != documents.DAMAGED})
-    return {**total, "images_in": total["images_in"], documents.DAMAGED: sorted(damaged, key=lambda d: d["path"])}
 
 
 class WriteImages(beam.PTransform):
@@ -329,50 +277,27 @@ class WriteImages(beam.PTransform):
                 | "FirstOfEach" >> beam.FlatMap(_first_of_each_image).with_outputs(DROPS_TAG, main="records")
             )
             records, drops = unique.records, [*drops, unique[DROPS_TAG]]
-        counts = beam.pvalue.AsSingleton(
-            records
-            | "SplitBytes" >> beam.Map(lambda kv: (split_of(kv[1][1], plan.val_fraction)[0], kv[1][0].size))
-            | "BytesPerSplit" >> beam.CombinePerKey(sum)
-            | "AllSplits" >> beam.combiners.ToList()
-            | "ShardCounts" >> beam.Map(shard_counts, plan)
-        )
-        shards = (
-            records
-            | "Route" >> beam.Map(_route, plan.val_fraction, counts)
-            | "WriteShards" >> WriteShards(plan.output, ShardFormat(ext=plan.ext, section=plan.section()), counts)
-        )
         dropped = beam.pvalue.AsList(
             drops | "AllDrops" >> beam.Flatten() | "DropsByReason" >> beam.combiners.Count.PerElement()
         )
         tallies = beam.pvalue.AsList(read[STATS_TAG])
-        return (
-            shards
-            | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, dropped, self.ignored)
-        )
+        side = (self.ignored, tallies, dropped)
+        return records | "Write" >> write_parked(plan, self.identity, finish=_finish, side=side)
 
 
-def _commit(
-    shards: list[tuple[str, Shard]],
-    plan: ImagesPlan,
-    identity: JobIdentity,
-    counts: Mapping[str, int],
-    tallies: Iterable[Mapping[str, Any]],
-    drops: Iterable[tuple[str, int]],
-    ignored: Mapping[str, int],
-) -> Meta:
-    meta = Meta(
-        section=plan.section(),
-        splits=commit.ordered_shards(shards, counts),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
+def _finish(
+    meta: Meta, ignored: Mapping[str, int], tallies: Iterable[Mapping[str, Any]], drops: Iterable[tuple[str, int]]
+) -> dict[str, Any]:
     stats = images_stats(meta, _merge(tallies), drops, ignored)
-    try:
-        # A job that wrote no image is a mistake upstream (a flag, the wrong folder), never a corpus.
-        check_drops(stats, 1.0, unit="images", hints=_HINTS)
-    except TooManyDropsError:
-        commit.clear_output(plan.output)
-        raise
-    commit.commit_corpus(plan.output, meta, stats)
-    return meta
+    # A job that wrote no image is a mistake upstream (a flag, the wrong folder), never a corpus.
+    check_drops(stats, 1.0, unit="images", hints=_HINTS)
+    return stats
+
+
+def _merge(tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    total: collections.Counter[str] = collections.Counter()
+    damaged: list[dict[str, Any]] = []
+    for tally in tallies:
+        damaged.extend(tally.get(DAMAGED, ()))
+        total.update({name: value for name, value in tally.items() if name != DAMAGED})
+    return {**total, "images_in": total["images_in"], DAMAGED: sorted(damaged, key=lambda d: d["path"])}

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from dew.data.images.fetch import FetchPolicy
-from dew.preprocess.images import TRAIN, VAL, ImagesPlan
-from dew.preprocess.shards import sized_count
+from dew.preprocess.images import ImagesPlan
+from dew.preprocess.writing import Sharding
 
 # The fields every record holds after image and caption, before the row's extra fields.
 URL_FIELDS = ("url", "width", "height")
@@ -63,14 +62,13 @@ class IngestPlan:
         )
         return json.loads(json.dumps(config))
 
-
-def shard_counts(rows: Iterable[tuple[str, int]], plan: IngestPlan) -> dict[str, int]:
-    """Each split's shard count from its input rows, so it never depends on what the fetches give."""
-    total = {TRAIN: 0, **({VAL: 0} if plan.images.val_fraction else {})}
-    total.update(rows)
-    return {
-        split: plan.images.num_shards
-        if split == TRAIN and plan.images.num_shards is not None
-        else sized_count(split, n, plan.rows_per_shard, flag="--rows_per_shard", unit="rows")
-        for split, n in total.items()
-    }
+    def sharding(self) -> Sharding:
+        """Each split's shard count from its input rows, so it never depends on what the fetches give."""
+        images = self.images
+        return Sharding(
+            val_fraction=images.val_fraction,
+            per_shard=self.rows_per_shard,
+            num_shards=images.num_shards,
+            flag="--rows_per_shard",
+            unit="rows",
+        )

@@ -3,17 +3,19 @@
     read rows (no fetch) → route each row to its shard by its draw → group by shard
     → fetch, encode and write each shard with its status table → stats.json → meta.json
 
-Rows are routed as the images job routes records: a hash of (file name, row) picks the split and the
-shard, and shard counts come from the number of input rows, so which row goes where never depends on
-what a fetch gave or when. Within a shard records are in key order. The images job's commit protocol
-holds: shards committed one by one, meta.json last, a crashed run resumed shard by shard, another config
-refused. stats.json balances the books (rows in = written + dropped by reason) against the status
-tables, and the commit fails when a table does not describe the shard beside it.
+Rows go through the writer skeleton (dew.preprocess.writing) as the images job's records do: a hash
+of (file name, row) picks the split and the shard, and shard counts come from the number of input rows,
+so which row goes where never depends on what a fetch gave or when; the skeleton's shard writer is
+replaced by fetching. Within a shard records are in key order. The commit protocol holds: shards
+committed one by one, meta.json last, a crashed run resumed shard by shard, another config refused.
+stats.json balances the books (rows in = written + dropped by reason) against the status tables, and
+the commit fails when a table does not describe the shard beside it.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,24 +23,19 @@ import apache_beam as beam
 
 from dew.data.formats import Meta, Shard
 from dew.data.images import fetch
-from dew.preprocess import commit, documents, files, url_status
+from dew.preprocess import commit, files, url_status
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.documents import STATS_TAG
-from dew.preprocess.drops import TooManyDropsError, check_drops
+from dew.preprocess.constants import DAMAGED, STATS_TAG
+from dew.preprocess.drops import check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS
-from dew.preprocess.images import split_of
-from dew.preprocess.ingest_plan import IngestPlan, shard_counts
+from dew.preprocess.ingest_plan import IngestPlan
+from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import GroupByShard
 from dew.preprocess.url_fetching import FetchShard
 from dew.preprocess.url_reading import ReadUrls
+from dew.preprocess.writing import WriteDrawn
 
 DROP_REASONS = (*fetch.DROP_REASONS, *ROW_REASONS, *FILE_REASONS)
-
-
-def _route(element: tuple[Any, tuple[bytes, dict[str, bytes], int]], val_fraction: float, counts: Mapping) -> Any:
-    key, (url, fields, place) = element
-    split, at = split_of(place, val_fraction)
-    return (split, min(counts[split] - 1, int(at * counts[split]))), (tuple(key), url, fields)
 
 
 class IngestUrls(beam.PTransform):
@@ -57,27 +54,37 @@ class IngestUrls(beam.PTransform):
 
     def expand(self, sources: beam.PCollection) -> beam.PCollection:
         plan = self.plan
-        val_fraction = plan.images.val_fraction
         read = sources | "ReadUrls" >> ReadUrls(plan.images.read)
-        counts = beam.pvalue.AsSingleton(
-            read.urls
-            | "RowSplit" >> beam.Map(lambda kv: split_of(kv[1][2], val_fraction)[0])
-            | "RowsPerSplit" >> beam.combiners.Count.PerElement()
-            | "AllSplits" >> beam.combiners.ToList()
-            | "ShardCounts" >> beam.Map(shard_counts, plan)
-        )
-        shards = (
-            read.urls
-            | "Route" >> beam.Map(_route, val_fraction, counts)
-            | "GroupByShard" >> GroupByShard(counts)
-            | "FetchShards" >> beam.ParDo(FetchShard(plan, refetch=self.refetch), counts)
-        )
-        tallies = beam.pvalue.AsList(read[STATS_TAG])
+        fetch_shards = FetchShard(plan, refetch=self.refetch)
+
+        def write(routed: beam.PCollection, counts: Any) -> beam.PCollection:
+            return (
+                routed
+                | "AsRows" >> beam.MapTuple(lambda shard, kv: (shard, (tuple(kv[0]), *kv[1])))
+                | "GroupByShard" >> GroupByShard(counts)
+                | "FetchShards" >> beam.ParDo(fetch_shards, counts)
+            )
+
+        images = plan.images
         return (
-            shards
-            | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies)
+            read.urls
+            | "Drawn" >> beam.MapTuple(lambda key, row: (key, ((row[0], row[1]), row[2])))
+            | "Write"
+            >> WriteDrawn(
+                images.output,
+                ShardFormat(ext=images.ext, section=images.section()),
+                self.identity,
+                sharding=plan.sharding(),
+                amount=_one_row,
+                finish=functools.partial(_finish, images.output),
+                side=(beam.pvalue.AsList(read[STATS_TAG]),),
+                write=write,
+            )
         )
+
+
+def _one_row(_: object) -> int:
+    return 1
 
 
 def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -88,7 +95,7 @@ def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) 
     for tally in tallies:
         rows_in += tally.get("images_in", 0)
         dropped.update({name: n for name, n in tally.items() if name in DROP_REASONS})
-        damaged.extend(tally.get(documents.DAMAGED, ()))
+        damaged.extend(tally.get(DAMAGED, ()))
     status: dict[str, list[str]] = {}
     to_refetch = 0
     for split, shards in meta.splits.items():
@@ -136,28 +143,10 @@ _HINTS = {
 }
 
 
-def _commit(
-    shards: list[tuple[str, Shard]],
-    plan: IngestPlan,
-    identity: JobIdentity,
-    counts: Mapping[str, int],
-    tallies: Iterable[Mapping[str, Any]],
-) -> Meta:
-    output = plan.images.output
-    meta = Meta(
-        section=plan.images.section(),
-        splits=commit.ordered_shards(shards, counts),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
+def _finish(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     stats = ingest_stats(output, meta, tallies)
     if not stats["refetchable"]:
         # Nothing written and nothing a --refetch_failed run could still fetch: a wrong --url_field or
         # wrong files, never a corpus. (Rows that timed out are kept committed for that later run.)
-        try:
-            check_drops({**stats, "urls_written": stats["images_written"]}, 1.0, unit="urls", hints=_HINTS)
-        except TooManyDropsError:
-            commit.clear_output(output)
-            raise
-    commit.commit_corpus(output, meta, stats)
-    return meta
+        check_drops({**stats, "urls_written": stats["images_written"]}, 1.0, unit="urls", hints=_HINTS)
+    return stats

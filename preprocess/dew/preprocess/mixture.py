@@ -24,6 +24,7 @@ import numpy as np
 
 from dew.data import formats, packing
 from dew.data.formats import Meta
+from dew.data.tokens.corpus import check_same_tokenizer
 from dew.data.tokens.plan import MIXTURE_FORMAT
 from dew.preprocess import files
 from dew.preprocess.pack import shard_document_ends, verified_copy
@@ -126,7 +127,7 @@ def epoch_warnings(plan: dict[str, Any]) -> list[str]:
 def mixture_plan(request: MixtureRequest, found: Sequence[tuple[str, Meta, int]]) -> dict[str, Any]:
     """The plan JSON from each corpus's (path, meta, windows available)."""
     by_path = {path: (meta, windows) for path, meta, windows in found}
-    formats.check_same_tokenizer({path: meta for path, (meta, _) in by_path.items()})
+    check_same_tokenizer({path: meta for path, (meta, _) in by_path.items()})
     paths = sorted(request.corpora)
     total = math.ceil(request.tokens / request.seq_len)
     shares = apportion(total, [request.corpora[p] for p in paths])

@@ -22,8 +22,9 @@ from dew.data import formats, integrity, packing, remote
 from dew.data.extras import require
 from dew.data.formats import DamagedError, Meta
 from dew.data.sections import TokensSection
-from dew.preprocess import files
-from dew.preprocess.documents import NAMESPACE
+from dew.preprocess import files, progress
+from dew.preprocess.constants import NAMESPACE
+from dew.preprocess.progress import Phase
 from dew.preprocess.quiet import user_error
 
 _RECORDS = 4096
@@ -78,11 +79,18 @@ def shard_document_ends(path: str, ext: str, tokens: TokensSection) -> tuple[int
     return seen, np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
+# The progress phases of packing: every shard's document ends found, then each split's index and plans.
+INDEX, PLAN = "index", "plan"
+
+
 class _ShardEnds(beam.DoFn):
     """(split, index, shard) → (split, (index, tokens, eos positions + 1 within the shard))."""
 
     def __init__(self, output: str) -> None:
         self.output = output
+
+    def setup(self) -> None:
+        self.progress = progress.Tally(INDEX)
 
     def process(self, element: tuple[str, int, formats.Shard], meta: Meta) -> Iterator[Any]:
         split, index, shard = element
@@ -98,6 +106,8 @@ class _ShardEnds(beam.DoFn):
                 "shard was committed by an earlier run and is damaged or was written from other inputs; delete it, "
                 "or rerun with --overwrite"
             )
+        self.progress.add()
+        self.progress.publish()  # a shard is a long step: every one shows
         yield split, (index, seen, ends)
 
 
@@ -145,6 +155,9 @@ class _PlanSplit(beam.DoFn):
                 "windows": len(plan),
                 "padding": round(plan.padding, 6),
             }
+        done = progress.Tally(PLAN)  # the split's index and every plan of it written
+        done.add()
+        done.publish()
 
 
 class PackCorpus(beam.PTransform):
@@ -161,6 +174,13 @@ class PackCorpus(beam.PTransform):
                 raise ValueError(f"packing needs seq_len >= 1 and bins >= 1, got {seq_len} and {bins}")
         self.output = output
         self.windows = tuple(windows)
+
+    def phases(self, shards: int, splits: int) -> tuple[Phase, Phase]:
+        """Its progress phases, for a corpus of `shards` shards in `splits` splits."""
+        return (
+            Phase(name=INDEX, unit="shards", total=shards),
+            Phase(name=PLAN, unit="splits", total=splits),
+        )
 
     def expand(self, meta: beam.PCollection) -> beam.PCollection:
         single = beam.pvalue.AsSingleton(meta)

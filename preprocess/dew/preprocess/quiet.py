@@ -4,8 +4,9 @@ A user error raised on a Beam worker (a --strict failure, a job that would commi
 reported by the launcher as one line (dew.pipelines.cli). But the local runner's worker processes also
 print the whole traceback of any failed step to the stderr they share with the launcher, before the
 launcher has said anything, which buries the one line under sixty. So a user error is raised through
-`user_error`, which first makes this worker's stderr drop traceback text that ends in one of these
-errors. Everything else still prints, and DEW_VERBOSE=1 (what --verbose sets) prints all of it.
+`user_error`, which first makes this worker's stderr drop traceback text that names a user error
+(a subclass of dew.data.errors.UserError, by qualified name: the class raised is imported here).
+Everything else still prints, and DEW_VERBOSE=1 (what --verbose sets) prints all of it.
 """
 
 from __future__ import annotations
@@ -14,15 +15,8 @@ import os
 import sys
 from typing import Any, TypeVar
 
-# By qualified name: the launcher also recognises them in the text a worker relays.
-USER_ERRORS = (
-    "dew.data.formats.WrongKindError",
-    "dew.data.remote.DamagedError",
-    "dew.preprocess.commit.OutputConflictError",
-    "dew.preprocess.documents.BadInputError",
-    "dew.preprocess.drops.TooManyDropsError",
-    "dew.preprocess.shards.TooManyShardsError",
-)
+from dew.data.errors import user_error_names
+
 VERBOSE = "DEW_VERBOSE"
 _TRACEBACK = "Traceback (most recent call last):"
 
@@ -41,7 +35,7 @@ class _QuietUserTracebacks:
         self._dropped = False
 
     def write(self, text: str) -> int:
-        if text.startswith(_TRACEBACK) and any(name in text for name in USER_ERRORS):
+        if text.startswith(_TRACEBACK) and any(name in text for name in user_error_names()):
             self._dropped = True
             return len(text)
         if self._dropped and text == "\n":

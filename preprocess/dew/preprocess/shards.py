@@ -12,7 +12,8 @@ count and retry writes the same bytes.
 
 A record-shaped shard (ArrayRecord, parquet) is read back by pieces, and a reader must know every
 piece's length to find an offset. The writer knows them already, so it parks each shard's lengths in
-the run's temporary directory, and `write_piece_indexes` joins them into `<split>.pieces.npz` at commit.
+the run's temporary directory, and the commit joins them into `<split>.pieces.npz`
+(dew.preprocess.piece_lengths).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import apache_beam as beam
 import numpy as np
 
 from dew.data import formats
-from dew.data.formats import Meta, Shard, shard_name
-from dew.data.pieces import PIECES, PieceIndex
-from dew.preprocess import files
-from dew.preprocess.documents import NAMESPACE
+from dew.data.formats import Shard, shard_name
+from dew.preprocess import files, progress
+from dew.preprocess.constants import NAMESPACE, TRAIN
+from dew.preprocess.errors import TooManyShardsError
 from dew.preprocess.parked import Parked
+from dew.preprocess.piece_lengths import park_lengths
 from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat, write_shard_file
 
@@ -42,11 +44,8 @@ _READ_BACK = 1 << 22
 # Parked files a shard writer keeps open at once.
 _OPEN_PARKED = 16
 Key = tuple[Any, ...]
-TRAIN = "train"
-
-
-class TooManyShardsError(ValueError):
-    """A shard size that plans more shards than a shard name can count (formats.MAX_SHARDS)."""
+# The progress phase shards are written in (dew.preprocess.writing's skeleton names it too).
+WRITE_PHASE = "write"
 
 
 def sized_count(split: str, amount: int, per_shard: int, *, flag: str = "--shard_size_mb", unit: str = "bytes") -> int:
@@ -181,15 +180,6 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
     return staged.checksums.shard(name, records=len(staged.lengths), units=int(staged.lengths.sum()))
 
 
-def park_lengths(output: str, name: str, fmt: ShardFormat, lengths: np.ndarray) -> None:
-    """Parks a committed shard's piece lengths for write_piece_indexes (a .bin shard needs none).
-
-    Called after the shard's commit, and on the skip path too, so a crash between the two heals on rerun.
-    """
-    if fmt.ext != "bin":
-        files.write_atomic(_lengths_path(output, name), lengths.astype("<i8").tobytes(), output)
-
-
 class _WriteShard(beam.DoFn):
     def __init__(self, output: str, fmt: ShardFormat) -> None:
         self.output = output
@@ -199,6 +189,8 @@ class _WriteShard(beam.DoFn):
         self.written = beam.metrics.Metrics.counter(NAMESPACE, "shards_written")
         self.skipped = beam.metrics.Metrics.counter(NAMESPACE, "shards_skipped")
         self.records = beam.metrics.Metrics.counter(NAMESPACE, "records_written")
+        self.bytes = 0
+        self.progress = progress.Tally(WRITE_PHASE, measure=lambda: self.bytes)
 
     def process(
         self, element: tuple[tuple[str, int], Iterable[Any]], counts: Mapping[str, int]
@@ -206,7 +198,7 @@ class _WriteShard(beam.DoFn):
         (split, index), values = element
         name = shard_name(split, index, counts[split], self.fmt.ext)
         final = files.join(self.output, name)
-        records = (v for v in values if v is not None)
+        records = self._counted(v for v in values if v is not None)
         if files.exists(final):
             # Committed by an earlier attempt or run of this same job (the launcher checked the config):
             # its bytes are what this run would write, so only the counts are recomputed.
@@ -230,6 +222,17 @@ class _WriteShard(beam.DoFn):
             self.written.inc()
         self.records.inc(shard.records)
         yield split, shard
+
+    def _counted(self, records: Iterator[tuple[Key, Any]]) -> Iterator[tuple[Key, Any]]:
+        """The shard's records, each counted for the progress line as the shard takes it."""
+        itemsize = self.fmt.dtype.itemsize
+        for key, record in records:
+            self.bytes += self.fmt.units(record) * itemsize
+            self.progress.add()
+            yield key, record
+
+    def finish_bundle(self) -> None:
+        self.progress.publish()
 
 
 class GroupByShard(beam.PTransform):
@@ -271,44 +274,3 @@ class WriteShards(beam.PTransform):
 
 def _every_shard(_: object, counts: Mapping[str, int]) -> list[tuple[tuple[str, int], None]]:
     return [((split, j), None) for split, count in sorted(counts.items()) for j in range(count)]
-
-
-def _lengths_path(output: str, name: str) -> str:
-    return files.join(output, files.TEMP_DIR, f"{name}.lengths")
-
-
-def write_piece_indexes(output: str, meta: Meta) -> list[str]:
-    """Joins the lengths WriteShards parked into each ArrayRecord or parquet split's `<split>.pieces.npz`,
-    whatever kind of record the directory holds.
-
-    Checked against meta.json's per-shard record and unit counts before anything is written; returns
-    the splits indexed. A split of .bin shards needs no index (its offsets are byte arithmetic).
-    """
-    fingerprint = meta.fingerprint()
-    indexed = []
-    for split, shards in meta.splits.items():
-        ext = formats.shard_extension(shards[0].name) if shards else "bin"
-        if ext == "bin":
-            continue
-        lengths = []
-        for shard in shards:
-            where = _lengths_path(output, shard.name)
-            if not files.exists(where):
-                raise RuntimeError(f"{where} is missing: WriteShards did not record the pieces of {shard.name}")
-            found = np.frombuffer(files.read_bytes(where), dtype="<i8").astype(np.int64)
-            if len(found) != shard.records or int(found.sum()) != shard.units:
-                raise RuntimeError(
-                    f"{where} records {len(found)} pieces of {int(found.sum())} units, but {shard.name} was "
-                    f"written with {shard.records} records of {shard.units} units"
-                )
-            lengths.append(found)
-        index = PieceIndex.of_lengths(lengths, field=ShardFormat(ext=ext, section=meta.section).piece_field)
-        final = formats.derived_path(output, split, PIECES)
-        with tempfile.TemporaryDirectory(prefix="dew-pieces-") as local:
-            path = os.path.join(local, os.path.basename(final))
-            index.save(path, fingerprint)
-            files.upload(path, final, output, replace=True)
-        # Named one by one: a rerun rewrites them on its skip path, so they need not outlive the index.
-        files.delete([_lengths_path(output, shard.name) for shard in shards])
-        indexed.append(split)
-    return indexed

@@ -13,9 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-import logging
 import os
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -25,12 +23,13 @@ import numpy as np
 from dew.data.extras import require
 from dew.data.sections import dtype_for_vocab
 from dew.data.text import tokenizer_for
-from dew.preprocess.documents import NAMESPACE
+from dew.preprocess import progress
+from dew.preprocess.constants import NAMESPACE
 
 BYTE_EOS = 256
 BYTE_VOCAB = 257
-_PROGRESS_SECONDS = 10.0
-_log = logging.getLogger(__name__)
+# The progress phase documents are tokenized in.
+TOKENIZE = "tokenize"
 Key = tuple[int, int]  # (file index, row)
 
 
@@ -69,29 +68,6 @@ def describe_tokenizer(name: str, *, pack: bool, eos_id: int | None = None) -> T
     return TokenizerInfo(
         name=name, fingerprint=tokenizer.fingerprint(), vocab_size=vocab, eos_id=eos if pack else None, bos_id=bos
     )
-
-
-class _Progress:
-    """Logs this worker's documents/s and tokens/s every few seconds, so a local run shows it is alive."""
-
-    def __init__(self) -> None:
-        self.start = self.last = time.monotonic()
-        self.documents = self.tokens = 0
-
-    def add(self, documents: int, tokens: int) -> None:
-        self.documents += documents
-        self.tokens += tokens
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_SECONDS:
-            self.last = now
-            seconds = now - self.start
-            _log.warning(
-                "tokenize: %d documents (%.0f/s), %d tokens (%.0f/s) on this worker",
-                self.documents,
-                self.documents / seconds,
-                self.tokens,
-                self.tokens / seconds,
-            )
 
 
 def _encoder(info: TokenizerInfo) -> Callable[[list[str]], Sequence[Sequence[int]]]:
@@ -171,7 +147,7 @@ class _EncodeBatch(beam.DoFn):
         self.encode = _encoder(self.info)
         self.documents = beam.metrics.Metrics.counter(NAMESPACE, "documents_tokenized")
         self.tokens = beam.metrics.Metrics.counter(NAMESPACE, "tokens")
-        self.progress = _Progress()
+        self.progress = progress.Tally(TOKENIZE)
 
     def process(self, batch: Sequence[tuple[Key, str]]) -> Iterator[TokenBatch]:
         encoded = self.encode([text for _, text in batch])
@@ -183,7 +159,10 @@ class _EncodeBatch(beam.DoFn):
         yield TokenBatch(keys=[(file, row) for (file, row), _ in batch], ends=ends, ids=ids)
         self.documents.inc(len(batch))
         self.tokens.inc(total)
-        self.progress.add(len(batch), total)
+        self.progress.add(len(batch))
+
+    def finish_bundle(self) -> None:
+        self.progress.publish()
 
 
 class TokenizeBatches(beam.PTransform):

@@ -12,9 +12,7 @@ than the fetch deadline times the attempts.
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -25,43 +23,18 @@ from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.extras import require
 from dew.data.formats import shard_name
 from dew.data.images import fetch, pixels
-from dew.preprocess import files, url_status
-from dew.preprocess.documents import NAMESPACE
+from dew.preprocess import files, progress, url_status
+from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.ingest_plan import IngestPlan
+from dew.preprocess.piece_lengths import park_lengths
 from dew.preprocess.shard_files import ShardFormat
-from dew.preprocess.shards import commit_shard, park_lengths, stage_shard
+from dew.preprocess.shards import WRITE_PHASE, commit_shard, stage_shard
 from dew.preprocess.url_status import Status
 
-_PROGRESS_SECONDS = 10.0
-_log = logging.getLogger(__name__)
 Key = tuple[int, int]
 Row = tuple[Key, bytes, dict[str, bytes]]
 # What one fetch gives: the stored image and the original's (width, height), or the drop reason; bytes fetched.
 Outcome = tuple[bytes | None, tuple[int, int], str, int]
-
-
-class _Progress:
-    """Logs this worker's urls/s, success rate and bytes/s every few seconds while shards are fetched."""
-
-    def __init__(self) -> None:
-        self.start = self.last = time.monotonic()
-        self.urls = self.ok = self.bytes = 0
-
-    def add(self, ok: bool, size: int) -> None:
-        self.urls += 1
-        self.ok += ok
-        self.bytes += size
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_SECONDS:
-            self.last = now
-            seconds = now - self.start
-            _log.warning(
-                "ingest-urls: %d urls (%.1f/s), %.1f%% written, %.2f MB/s fetched on this worker",
-                self.urls,
-                self.urls / seconds,
-                100.0 * self.ok / self.urls,
-                self.bytes / seconds / 1e6,
-            )
 
 
 def completed(
@@ -99,7 +72,7 @@ class FetchShard(beam.DoFn):
         plan = self.plan
         self.fetcher = fetch.Fetcher(timeout=plan.timeout, retries=plan.retries, policy=plan.policy)
         self.pool = concurrent.futures.ThreadPoolExecutor(plan.threads, thread_name_prefix="dew-fetch")
-        self.progress = _Progress()
+        self.progress = progress.Tally(WRITE_PHASE)  # fetching is how ingest-urls writes its shards
         names: tuple[str, ...] = (
             "urls_fetched",
             "urls_refetched",
@@ -119,6 +92,7 @@ class FetchShard(beam.DoFn):
         output = self.plan.images.output
         name = shard_name(split, index, counts[split], self.fmt.ext)
         rows: list[Row] = sorted(value for value in values if value is not None)
+        counted = self.progress.done
         final = files.join(output, name)
         committed: Status | None = None
         if files.exists(final):
@@ -131,6 +105,7 @@ class FetchShard(beam.DoFn):
                 park_lengths(output, name, self.fmt, np.array(lengths, dtype=np.int64))
                 self.counters["shards_skipped"].inc()
                 checksums.write_blocks(final, output)
+                self.progress.add(len(rows))
                 yield split, checksums.shard(name, records=len(lengths), units=sum(lengths))
                 return
         outcomes: dict[Key, tuple[str, str, int]] = {}  # key → (url, reason, record length)
@@ -147,6 +122,8 @@ class FetchShard(beam.DoFn):
         url_status.write_status(output, name, status, keep_previous=committed is not None)
         shard = commit_shard(staged, output, name, self.fmt, replace=files.exists(final))
         self.counters["shards_refetched" if committed is not None else "shards_written"].inc()
+        self.progress.add(len(rows) - (self.progress.done - counted))  # the rows kept as they were, if any
+        self.progress.publish()
         yield split, shard
 
     def _records(
@@ -172,7 +149,7 @@ class FetchShard(beam.DoFn):
             # Counted here, in the bundle's thread: Beam records no metric updated from the pool's threads.
             self.counters["urls_fetched"].inc()
             self.counters["bytes_fetched"].inc(size)
-            self.progress.add(image is not None, size)
+            self.progress.add()
             record = b""
             if image is not None:
                 record = pack_dict_of_byte_arrays(

@@ -1,15 +1,20 @@
-"""AutoTextTokenizer: captions to the fixed-width token ids a text encoder reads."""
+"""Captions of every captioned kind: AutoTextTokenizer (captions to the fixed-width token ids a text
+encoder reads) and Captions (what a batch's captions become: tokenized, taken from stored ids, or text)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from dew.data.extras import require
+from dew.data.spec import Tokenize
 
+# The fields the caption-tokenize job stores beside each caption, and a batch hands the model.
+TEXT_FIELDS = ("input_ids", "attention_mask")
 # transformers' stand-in for "no limit" (VERY_LARGE_INTEGER): a tokenizer that sets no context has it.
 _NO_LIMIT = 10**12
 
@@ -84,3 +89,24 @@ class AutoTextTokenizer:
         if self.tensor_type == "np":
             out = {name: np.asarray(value, dtype=np.int32) for name, value in out.items()}
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Captions:
+    """What becomes of a batch's captions: handed to `tokenize`, taken from stored ids, or kept as text.
+
+    carried: the records hold stored ids that are not read (tokenize= asked for another length); they
+    are taken out of the batch, as read ones are, so no second set of ids rides beside `text`.
+    """
+
+    tokenize: Tokenize | None = None
+    stored: bool = False
+    carried: bool = False
+
+    def text(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
+        if self.stored:
+            return {name: np.asarray(batch[name], dtype=np.int32) for name in TEXT_FIELDS}
+        if self.tokenize is None:
+            return None
+        encoded = self.tokenize(list(batch["caption"]))
+        return dict(encoded) if isinstance(encoded, Mapping) else encoded

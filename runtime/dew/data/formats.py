@@ -11,19 +11,24 @@ directory they came from, and the split and role they were written as.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import hashlib
 import json
 import logging
 import os
 import re
-import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-import numpy as np
+from dew.data import committed, integrity, remote
 
-from dew.data import committed, integrity, npz, remote
+# The derived files' contract lives in dew.data.derived; readers and writers reach it through here too.
+from dew.data.derived import derived_path as derived_path
+from dew.data.derived import load_derived as load_derived
+from dew.data.derived import save_derived as save_derived
+from dew.data.errors import UserError, adopt
 from dew.data.sections import SECTIONS, Section, TokensSection
 
 SectionT = TypeVar("SectionT", bound=Section)
@@ -36,7 +41,8 @@ SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
 MAX_SHARDS = 99_999
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
-DamagedError = remote.DamagedError
+# A damaged file is the user's to replace, not a bug; remote.py defines it, formats counts it a user error.
+DamagedError = adopt(remote.DamagedError)
 _log = logging.getLogger("dew.data")
 _SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
 
@@ -135,7 +141,7 @@ def blocks_name(shard: str) -> str:
     return shard + BLOCKS_SUFFIX
 
 
-class WrongKindError(ValueError):
+class WrongKindError(UserError, ValueError):
     """A reader of one kind of record was pointed at a directory holding another."""
 
 
@@ -284,10 +290,34 @@ def write_meta(directory: str, meta: Meta) -> None:
     os.replace(tmp, path)
 
 
+# Within one load (read_once), each directory's meta.json is read and parsed once, however many of the
+# load's parts ask for it: its splits, its section, its derived files' fingerprint, the held-out split.
+_READ_ONCE: contextvars.ContextVar[dict[str, Meta] | None] = contextvars.ContextVar("dew_meta_read_once", default=None)
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Makes read_meta read each directory's meta.json once while the block runs (nested: the outer block's)."""
+    if _READ_ONCE.get() is not None:
+        yield
+        return
+    token = _READ_ONCE.set({})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
+
+
 def read_meta(directory: str, kind: str | None = None) -> Meta:
     """The committed meta.json of a directory, refusing an uncommitted one by path, and one holding
     records of another kind than `kind` (when given) by the kind it holds."""
-    meta = _read_meta(directory, kind)
+    seen = _READ_ONCE.get()
+    key = os.path.join(remote.resolve(directory), META)
+    meta = seen.get(key) if seen is not None else None
+    if meta is None:
+        meta = _read_meta(directory, kind)
+        if seen is not None:
+            seen[key] = meta
     if kind is not None:
         meta.expect(kind, directory)
     return meta
@@ -317,70 +347,6 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
     except json.JSONDecodeError as error:
         raise DamagedError(f"{path} is not valid JSON ({error}); rerun the preprocess job to rewrite it") from None
     return Meta.from_json(data, where=path)
-
-
-def is_directory(path: str) -> bool:
-    """Whether `path` names a corpus directory rather than one data file (gs:// has no real directories)."""
-    if remote.is_remote(path):
-        return not path.rstrip("/").endswith(tuple(f".{ext}" for ext in SHARD_EXTENSIONS))
-    return os.path.isdir(remote.resolve(path))
-
-
-def exists(path: str) -> bool:
-    if remote.is_remote(path):
-        return remote.exists(path) or (is_directory(path) and remote.exists(os.path.join(path, META)))
-    return os.path.exists(remote.resolve(path))
-
-
-def local_file(path: str) -> str:
-    """A local path holding the data file `path`: itself (its `~` expanded), or a gs:// file's copy in
-    the local cache."""
-    return remote.fetch(path) if remote.is_remote(path) else remote.resolve(path)
-
-
-def _sibling_json(path: str) -> tuple[str, Any]:
-    """(where, content) of the meta.json beside a data file, local or gs://; content is None when there is none."""
-    where = os.path.join(os.path.dirname(remote.resolve(path)) or ".", META)
-    if remote.is_remote(where):
-        try:
-            return where, json.loads(remote.read_bytes(where))
-        except FileNotFoundError:
-            return where, None
-    if not os.path.exists(where):
-        return where, None
-    with open(where) as f:
-        return where, json.load(f)
-
-
-def _is_dew_meta(data: Any) -> bool:
-    return isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")
-
-
-@dataclasses.dataclass(frozen=True)
-class SingleFile:
-    """A data file read on its own: where to read it, the meta.json beside it as token fields (dtype, eos_id, ...;
-    None for a nanoGPT-style .bin with none), and that meta.json's entry for it (None when unlisted)."""
-
-    local: str
-    tokens: dict[str, Any] | None
-    shard: Shard | None
-
-
-def single_file(path: str) -> SingleFile:
-    """Opens a data file read out of its directory, reading the meta.json beside it once.
-
-    A dew meta.json gives its tokens section, and the file, when it lists it, is checked as the directory's
-    reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
-    the token fields as it is, and an unlisted file is read as it is."""
-    where, data = _sibling_json(path)
-    if not _is_dew_meta(data):
-        return SingleFile(local_file(path), data, None)
-    meta = Meta.from_json(data, where=where)
-    tokens = meta.expect(TokensSection.KIND, where).to_json()
-    name = os.path.basename(path)
-    shard = next((s for split in meta.splits.values() for s in split if s.name == name), None)
-    local = local_file(path) if shard is None else verify_shard(os.path.dirname(path) or ".", shard)
-    return SingleFile(local, tokens, shard)
 
 
 def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
@@ -420,92 +386,3 @@ def check_local_sizes(directory: str, meta: Meta, splits: Iterable[str] | None =
     for split in meta.splits if splits is None else splits:
         for shard in meta.shards(split):
             verify_shard(directory, shard)
-
-
-def check_same_tokenizer(metas: Mapping[str, Meta]) -> None:
-    """Refuses to mix corpora whose ids mean different tokens."""
-    sections = {path: m.expect(TokensSection.KIND, path) for path, m in metas.items()}
-    kinds = {(t.tokenizer, t.tokenizer_hash, t.vocab_size) for t in sections.values()}  # type: ignore[attr-defined]
-    if len(kinds) > 1:
-        listing = "; ".join(
-            f"{path}: {t.tokenizer} ({t.tokenizer_hash[:12]})"  # type: ignore[attr-defined]
-            for path, t in sorted(sections.items())
-        )
-        raise ValueError(
-            f"these corpora come from different tokenizers, so their ids mean different tokens: {listing}. "
-            "Tokenize every corpus of a mixture with one tokenizer."
-        )
-
-
-def derived_path(directory: str, split: str, name: str) -> str:
-    """Where an offline derived file lives: `<split>.<name>.npz` beside the shards."""
-    return os.path.join(directory, f"{split}.{name}.npz")
-
-
-def _derived_role(path: str) -> tuple[str, str]:
-    """(split, role) a derived file's name says it is: `train.packing-bf1-1025-8.npz` → (train, packing-bf1-1025-8).
-
-    Roles hold no dot, so the split (which may) is everything before the last one.
-    """
-    split, _, role = os.path.basename(path).removesuffix(".npz").rpartition(".")
-    return split, role
-
-
-def save_derived(path: str, fingerprint: str, arrays: Mapping[str, np.ndarray]) -> None:
-    """Saves arrays derived from a corpus, stamped with that corpus's fingerprint and the split and role
-    its name gives it (formats.derived_path), atomically, laid out to be read in place (dew.data.npz)."""
-    split, role = _derived_role(path)
-    tmp = f"{path}.tmp-{os.getpid()}.npz"
-    stamps = {"fingerprint": np.array(fingerprint), "split": np.array(split), "role": np.array(role)}
-    npz.write_arrays(tmp, {**stamps, **arrays})
-    os.replace(tmp, path)
-
-
-def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str, np.ndarray] | None:
-    """The arrays of a derived file if it exists and was derived from this corpus; None otherwise.
-
-    Large arrays are read in place (dew.data.paged): opening costs O(1) in their size, a process holds
-    only a bounded cache of the blocks it read, and the host's processes share the file's page cache. The
-    file's bytes are checked against its zip CRC-32s the first time a host opens it (one read of the
-    file; dew.data.integrity caches the verdict), so damage is refused before anything is read from it.
-    A file of this corpus that another split or role wrote is refused rather than recomputed: it is
-    there because someone copied or renamed it, and silently planning anew would hide that mistake
-    and cost every host the scan the file exists to avoid. A file without its split and role (written
-    by an older dew) cannot show where it belongs, so it is ignored and the runtime recomputes it.
-    """
-    path = remote.resolve(path)
-    cached = remote.is_remote(path)
-    if cached:
-        if not remote.exists(path):
-            return None
-        path = remote.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
-    elif not os.path.exists(path):
-        return None
-    fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"
-    try:
-        recorded = npz.recorded_crcs(path)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise DamagedError(f"{path} is not a readable derived file ({error}); {fix}") from None
-    check = f"against its zip directory: the file was damaged after it was written; {fix}"
-    integrity.verify_once(path, "zip-crc32", recorded, lambda: npz.member_crcs(path), fix=check, ctime=not cached)
-    try:
-        data = npz.open_arrays(path)
-        if _text(data["fingerprint"]) != fingerprint:
-            return None
-        if "split" not in data or "role" not in data:
-            _log.warning("%s has no split and role (an older dew wrote it); ignored: %s", path, fix)
-            return None
-        found = (_text(data["split"]), _text(data["role"]))
-        arrays = {name: data[name] for name in names}
-    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as error:
-        raise DamagedError(f"{path} is not a readable derived file ({error!r}); {fix}") from None
-    if found != _derived_role(path):
-        raise ValueError(
-            f"{path} holds the {found[1]} of split {found[0]!r}, not the {_derived_role(path)[1]} of split "
-            f"{_derived_role(path)[0]!r}: it was copied or renamed into place; {fix}"
-        )
-    return arrays
-
-
-def _text(array: np.ndarray) -> str:
-    return str(array[()])

@@ -238,3 +238,13 @@ class OnePass(BaseOrder):
 
     def describe(self) -> dict[str, Any]:
         return {"order": "one-pass", "source": describe_source(self.source)}
+
+
+def record_rng(seed: int, index: int) -> np.random.Generator:
+    """The random draws of global record `index`: Philox keyed by (seed, index) through SeedSequence.
+
+    Keyed by the record's place in the stream rather than by its place in the corpus, so each epoch
+    crops a record afresh, and keyed by nothing else, so a resume draws what the first run drew.
+    """
+    mask = (1 << 64) - 1
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence((seed & mask, index & mask))))

@@ -3,8 +3,8 @@
 The envelope (dew.data.formats.Meta) is the same for every kind: splits, shards, checksums, the job's
 config and inputs. Beside it sits one section named after the kind, holding what a reader of that kind
 needs and a reader of any other kind must not guess: a tokenizer and dtype for tokens, an encoding and
-size policy for images, a frame and audio layout for clips. A new kind of record is a new section class
-added to SECTIONS below, and nothing else in the contract changes.
+size policy for images, a frame and audio layout for clips. A new kind of record is a new Section
+subclass with its KIND, which registers itself in SECTIONS; nothing else in the contract changes.
 
 Each section says what one unit of its records is (`UNIT`): a shard's `units` and the piece index count
 token ids for tokens and record bytes for every kind whose records are packed dicts.
@@ -34,6 +34,11 @@ def dtype_for_vocab(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
+# Every kind a committed directory can hold, by the name its section has in meta.json: each Section
+# subclass with a KIND registers itself as it is defined.
+SECTIONS: dict[str, type[Section]] = {}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Section:
     """Base of every kind's section: its name in meta.json, its format version, its unit and its readers."""
@@ -45,6 +50,13 @@ class Section:
     READERS: ClassVar[str] = ""
     # The command that writes a directory of this kind, named when a reader finds one never committed.
     WRITER: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.KIND:
+            if SECTIONS.get(cls.KIND, cls).__qualname__ != cls.__qualname__:
+                raise TypeError(f"kind {cls.KIND!r} is taken by {SECTIONS[cls.KIND].__qualname__}")
+            SECTIONS[cls.KIND] = cls
 
     @classmethod
     def format_tag(cls) -> str:
@@ -193,7 +205,3 @@ class ClipsSection(Section):
         _fields("clips", self.fields, ("frames", "caption"))
         if "has_audio" in self.fields and "audio" not in self.fields:
             raise ValueError("clips has_audio describes the clips' audio: it is a field only beside audio")
-
-
-# Every kind a committed directory can hold, by the name its section has in meta.json.
-SECTIONS: dict[str, type[Section]] = {cls.KIND: cls for cls in (TokensSection, ImagesSection, ClipsSection)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,6 +22,21 @@ VALIDATION_SPLITS = ("val", "validation")
 
 # A caption reader: takes a batch of caption strings, returns what the model's text encoder reads.
 Tokenize = Callable[[Sequence[str]], Any]
+
+
+def _reading_meta_once(load: Callable[..., Any]) -> Callable[..., Any]:
+    """A kind's load, during which each directory's meta.json is read once (formats.read_once), however
+    many of its parts (splits, section, derived files, the held-out split) ask for it."""
+
+    @functools.wraps(load)
+    def once(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from dew.data.formats import read_once
+
+        with read_once():
+            return load(self, *args, **kwargs)
+
+    once._reads_meta_once = True  # type: ignore[attr-defined]
+    return once
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,6 +68,12 @@ class DatasetSpec:
     # A kind that decodes its records (images, clips) sets this: its reads are work a worker process
     # takes off the trainer, so the default Loading starts workers once there are records enough.
     decodes: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("load")
+        if own is not None and not getattr(own, "_reads_meta_once", False):
+            cls.load = _reading_meta_once(own)  # type: ignore[method-assign]
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
         """The dataset's batches: `batch` records a step across every process.

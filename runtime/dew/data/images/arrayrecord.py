@@ -6,13 +6,14 @@ import dataclasses
 import os
 from typing import Any
 
-from dew.data import formats
+from dew.data import formats, locations
 from dew.data.images import shards
 from dew.data.images.base import ImageDataset, Opened
 
 # Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
 from dew.data.images.shards import ImageRecords
 from dew.data.registry import datasets
+from dew.data.sections import ImagesSection
 
 
 @datasets("array_record_images")
@@ -49,9 +50,11 @@ class ArrayRecordImages(ImageDataset):
         path = self.root()
         if self.shards:
             return self.opened(self.raw_sets(path, self.shards), batch, where=path)
-        if formats.exists(os.path.join(path, formats.META)):
-            records, section = shards.committed(path, self.split)
-            meta = formats.read_meta(path, kind="images")
+        if locations.exists(os.path.join(path, formats.META)):
+            meta = formats.read_meta(path, kind="images")  # once: every split below reads from it
+            section = meta.section
+            assert isinstance(section, ImagesSection)
+            records = shards.committed(meta, path, self.split)
             held = self.held_out_split(meta, path=path, other_than=self.split)
             tokens: dict[str, Any] = {
                 "tokenizer": section.caption_tokenizer,
@@ -59,7 +62,7 @@ class ArrayRecordImages(ImageDataset):
                 "tokenizer_length": section.caption_length,
             }
             if held is not None:
-                val = shards.committed(path, held)[0]
+                val = shards.committed(meta, path, held)
                 return Opened(train=records, val=val, captioned=records.captioned, **tokens)
             train, val = self.held_out(records, batch, where=path)
             return Opened(train=train, val=val, captioned=records.captioned, **tokens)

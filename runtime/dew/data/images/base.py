@@ -7,38 +7,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar, cast
 
-import numpy as np
-
 from dew.data import validate
+from dew.data.captions import Captions
+from dew.data.committed_records import Window
 from dew.data.dataset import Dataset
-from dew.data.images.batches import Captions, ImageOrder, Pixels
+from dew.data.images.batches import ImageOrder, Pixels
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
-from dew.data.records import BatchRecords, describe_source, read_batch
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.stream import GlobalReader
 
 _log = logging.getLogger(__name__)
-
-
-class Window(BatchRecords):
-    """Records first .. first + count of `source`: a training head or a held-out tail."""
-
-    def __init__(self, source: Any, first: int, count: int) -> None:
-        if first < 0 or count < 0 or first + count > len(source):
-            raise ValueError(f"records {first}..{first + count} are outside a source of {len(source)}")
-        self.source, self.first, self.count = source, first, count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def read_batch(self, indices: np.ndarray) -> Any:
-        indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
-            raise IndexError(f"record {int(indices.max())} is outside this window of {self.count} records")
-        return read_batch(self.source, indices + self.first)
-
-    def describe(self) -> dict[str, Any]:
-        return {"first": self.first, "count": self.count, "source": describe_source(self.source)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,33 +9,18 @@ at any record count, on any number of processes, draws the same crop and flip fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from dew.data import validate
+from dew.data.captions import TEXT_FIELDS, Captions
+from dew.data.committed_records import VERIFIED, WHERE
 from dew.data.images import pixels
-from dew.data.order import DecodedOrder, Order
-from dew.data.spec import Tokenize
+from dew.data.order import DecodedOrder, Order, record_rng
 
-# Where each record of a batch came from ("<file> record <i>"), named in the error a bad image raises.
-# A source adds it beside the fields and ImageOrder removes it, so no batch a model sees carries it.
-WHERE = "__where__"
-# Which records of a batch come from a committed shard whose checksum was verified when it was opened:
-# their JPEGs may take pixels.decode_whole_jpeg. Added and removed like WHERE.
-VERIFIED = "__verified__"
-TEXT_FIELDS = ("input_ids", "attention_mask")
-
-
-def record_rng(seed: int, index: int) -> np.random.Generator:
-    """The random draws of global record `index`: Philox keyed by (seed, index) through SeedSequence.
-
-    Keyed by the record's place in the stream rather than by its place in the corpus, so each epoch
-    crops a record afresh, and keyed by nothing else, so a resume draws what the first run drew.
-    """
-    mask = (1 << 64) - 1
-    return np.random.Generator(np.random.Philox(np.random.SeedSequence((seed & mask, index & mask))))
+# WHERE and VERIFIED mark a source's batch (dew.data.committed_records); ImageOrder removes them.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,27 +85,6 @@ class Pixels:
             square = pixels.crop(scaled, size, top=top, left=left)
             out[row] = square[:, ::-1] if mirror else square
         return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Captions:
-    """What becomes of a batch's captions: handed to `tokenize`, taken from stored ids, or kept as text.
-
-    carried: the records hold stored ids that are not read (tokenize= asked for another length); they
-    are taken out of the batch, as read ones are, so no second set of ids rides beside `text`.
-    """
-
-    tokenize: Tokenize | None = None
-    stored: bool = False
-    carried: bool = False
-
-    def text(self, batch: Mapping[str, Any]) -> dict[str, Any] | None:
-        if self.stored:
-            return {name: np.asarray(batch[name], dtype=np.int32) for name in TEXT_FIELDS}
-        if self.tokenize is None:
-            return None
-        encoded = self.tokenize(list(batch["caption"]))
-        return dict(encoded) if isinstance(encoded, Mapping) else encoded
 
 
 class ImageOrder(DecodedOrder):

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats
+from dew.data import formats, locations
 from dew.data.images.arrayrecord import ArrayRecordImages
 from dew.data.images.base import Opened
 from dew.data.records import BatchRecords, describe_source, read_batch
@@ -205,7 +205,7 @@ class OxfordFlowers(ArrayRecordImages):
     def root(self) -> str:
         """path, or the default directory; either must hold a committed images directory."""
         path = self.path or os.path.join(data_dir(), FLOWERS_DIRECTORY)
-        if not formats.exists(os.path.join(path, formats.META)):
+        if not locations.exists(os.path.join(path, formats.META)):
             default = f" (path is unset: ${DATA_DIR_ENV}/{FLOWERS_DIRECTORY}, ~/dew_datasets by default)"
             looked = "" if self.path else default
             raise FileNotFoundError(

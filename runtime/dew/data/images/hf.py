@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from dew.data.committed_records import WHERE
 from dew.data.images.base import ImageDataset, Opened
-from dew.data.images.batches import WHERE
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hf_source import HFDatasetSource
 from dew.data.records import BatchRecords

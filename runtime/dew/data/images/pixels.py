@@ -34,6 +34,7 @@ import numpy as np
 
 from dew.data.extras import require
 from dew.data.images import pixel_buffer
+from dew.data.sections import IMAGE_ENCODINGS
 
 # Why an image is dropped; every image path counts its drops under these names.
 UNDECODABLE = "undecodable"
@@ -45,7 +46,7 @@ FLAT_COLOUR = "flat_colour"
 TOO_MANY_PIXELS = "too_many_pixels"
 REASONS = (UNDECODABLE, TRUNCATED, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
 
-ENCODINGS = ("jpeg", "png", "webp")
+ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
 MAX_PIXELS = 89_478_485
 

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, integrity, remote
+from dew.data import formats, locations, remote
+from dew.data.captions import TEXT_FIELDS
 from dew.data.codec import unpack_dict_of_byte_arrays
-from dew.data.committed import open_array_record, refuse_dew_directory
+from dew.data.committed import refuse_dew_directory
+from dew.data.committed_records import VERIFIED, WHERE, CommittedRecords, committed_split
 from dew.data.formats import Shard
-from dew.data.images.batches import TEXT_FIELDS, VERIFIED, WHERE
-from dew.data.records import BatchRecords
 from dew.data.sections import ImagesSection
 
 # The names an image and a caption go by in raw shards, in the order they are looked for.
@@ -51,7 +51,7 @@ class Fields:
         return cls(image, caption, tuple(n for n in names if n not in taken), token_ids)
 
 
-class ImageRecords(BatchRecords):
+class ImageRecords(CommittedRecords):
     """Every record of some ArrayRecord files in order, read by index a batch at a time.
 
     A batch holds `image` (the stored bytes), `caption` (str) when captioned, the offline `input_ids`
@@ -59,6 +59,8 @@ class ImageRecords(BatchRecords):
     first read, in the process that reads it; a gs:// shard of a committed directory is fetched into
     the local cache and checked against meta.json then.
     """
+
+    WHAT = "image records"
 
     def __init__(
         self,
@@ -70,76 +72,16 @@ class ImageRecords(BatchRecords):
         directory: str | None = None,
         shards: Sequence[Shard] | None = None,
     ) -> None:
-        self.files, self.fields, self.description = tuple(files), fields, description
-        self.directory, self.shards = directory, None if shards is None else tuple(shards)
-        self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        self._readers: dict[int, Any] = {}
-        self._verified: dict[int, bool] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Readers reopen, and shards are checked again, in the worker that unpickles this.
-        return {**self.__dict__, "_readers": {}, "_verified": {}}
-
-    def __len__(self) -> int:
-        return int(self.ends[-1]) if len(self.ends) else 0
+        super().__init__(files, counts, description, directory=directory, shards=shards)
+        self.fields = fields
 
     @property
     def captioned(self) -> bool:
         return self.fields.caption is not None
 
-    def describe(self) -> dict[str, Any]:
-        return {**self.description, "records": len(self)}
-
-    def _reader(self, file: int) -> Any:
-        reader = self._readers.get(file)
-        if reader is None:
-            path, records = self.files[file], None
-            if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
-                assert self.directory is not None, "committed shards come with the directory that lists them"
-                path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
-                records = self.shards[file].records
-            # Only bytes checked against the checksum their writer recorded are known to be whole.
-            self._verified[file] = self.shards is not None and integrity.enabled()
-            # meta.json's count placed every record of the split: the footer must agree before one is read.
-            reader = open_array_record(path, where=self.files[file], records=records)
-            self._readers[file] = reader
-        return reader
-
-    def _raw(self, file: int, local: np.ndarray) -> list[bytes]:
-        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
-        order = np.argsort(local, kind="stable")
-        wanted = local[order]
-        reader = self._reader(file)
-        try:
-            if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
-                got = reader.read(int(wanted[0]), int(wanted[-1]) + 1)
-            else:
-                got = reader.read(wanted.tolist())
-        except Exception as error:
-            raise formats.DamagedError(
-                f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
-            ) from None
-        out: list[bytes] = [b""] * len(local)
-        for position, record in zip(order.tolist(), got, strict=True):
-            out[position] = record
-        return out
-
-    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
-        indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
-            raise IndexError(f"record {int(indices.max())} is outside these {len(self)} image records")
-        file_of = np.searchsorted(self.ends, indices, side="right")
-        starts = np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[file_of]
-        local = indices - starts
-        raw: list[bytes] = [b""] * len(indices)
-        for file in np.unique(file_of).tolist():
-            rows = np.flatnonzero(file_of == file)
-            for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
-                raw[row] = record
-        files = file_of.tolist()
-        where = [f"{self.files[f]} record {i}" for f, i in zip(files, local.tolist(), strict=True)]
+    def decode(self, raw: list[bytes], where: list[str], verified: list[bool]) -> dict[str, Any]:
         batch = self._fields([unpack_dict_of_byte_arrays(r, w) for r, w in zip(raw, where, strict=True)], where)
-        batch[VERIFIED] = [self._verified[f] for f in files]
+        batch[VERIFIED] = verified
         return batch
 
     def _fields(self, records: list[dict[str, bytes]], where: list[str]) -> dict[str, Any]:
@@ -174,31 +116,14 @@ def _ids(data: bytes, name: str, where: str) -> np.ndarray:
     return np.frombuffer(data, dtype="<i4").astype(np.int32)
 
 
-def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
-    """The records of one split of a committed images directory, and the directory's images section."""
-    meta = formats.read_meta(directory, kind="images")
+def committed(meta: formats.Meta, directory: str, split: str) -> ImageRecords:
+    """The records of one split of a committed images directory whose meta.json is `meta`."""
     section = meta.section
     assert isinstance(section, ImagesSection)
-    if split not in meta.splits:
-        raise ValueError(
-            f"{directory} has no split {split!r}; its splits: {', '.join(sorted(meta.splits))}: give split= one of them"
-        )
-    shards = meta.shards(split)
-    if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
-        raise ValueError(
-            f"{directory}: split {split!r} is not held in .array_record shards, the only ones the image readers "
-            "read; rerun the images job with --format array_record (its default)"
-        )
-    # A local shard's size is checked now, its content when a reader first opens it; a gs:// one is
-    # checked whole after its fetch, when a reader first opens it.
-    files = [
-        os.path.join(directory, s.name) if remote.is_remote(directory) else formats.verify_shard(directory, s)
-        for s in shards
-    ]
+    shards, files = committed_split(meta, directory, split, reader="the image readers", writer="the images job")
     fields = Fields.of(section.fields, directory, token_ids=section.caption_length is not None)
     description = {"images": "committed", "corpus": meta.fingerprint(), "split": split}
-    records = ImageRecords(files, [s.records for s in shards], fields, description, directory=directory, shards=shards)
-    return records, section
+    return ImageRecords(files, [s.records for s in shards], fields, description, directory=directory, shards=shards)
 
 
 def raw_files(directory: str, *, asked: bool) -> list[str]:
@@ -237,7 +162,7 @@ def raw(directory: str, files: Sequence[str]) -> ImageRecords:
         raise FileNotFoundError(f"{directory} holds no .array_record files")
     local, counts, fields = [], [], None
     for file in files:
-        path = formats.local_file(file)
+        path = locations.local_file(file)
         try:
             reader = ArrayRecordReader(path, "readahead_buffer_size:0")
             counts.append(reader.num_records())

@@ -8,15 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import committed, formats, ranges, remote
+from dew.data import committed, formats, locations, ranges, remote
 from dew.data.pieces import offline_pieces
-from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
+from dew.data.sections import TokensSection
+from dew.data.tokens.sources import TokenSource
+from dew.data.tokens.token_bytes import TokenBytes
+from dew.data.tokens.token_column import TokenColumn
+from dew.data.tokens.token_records import TokenRecords
 
 
 def corpus_meta(path: str) -> formats.Meta | None:
     """meta.json of a token corpus directory; None for a single file (a directory must be committed,
     and hold tokens)."""
-    return formats.read_meta(path, kind="tokens") if formats.is_directory(path) else None
+    return formats.read_meta(path, kind="tokens") if locations.is_directory(path) else None
 
 
 def open_tokens(path: str, *, split: str = "train", field: str | None = None) -> TokenSource:
@@ -57,12 +61,12 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
             source = TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
         _check_records(path, shards, source)
         return source
-    if not formats.exists(path):
+    if not locations.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
     if path.endswith(".bin"):
         return TokenBytes(path)  # it reads the meta.json beside the path, not beside a cached copy
     # A gs:// shard is checked as it is fetched; a local one when it is first opened.
-    single = formats.single_file(path)
+    single = locations.single_file(path)
     sibling, shard = single.tokens or {}, single.shard
     common = {
         "dtype": np.dtype(sibling.get("dtype", "uint16")),
@@ -90,4 +94,19 @@ def _check_records(directory: str, shards: tuple[formats.Shard, ...], source: To
 def check_one_tokenizer(paths: list[str]) -> None:
     """Refuses a mixture whose corpora were tokenized differently, by their meta.json."""
     metas: Mapping[str, formats.Meta] = {p: m for p in paths if (m := corpus_meta(p)) is not None}
-    formats.check_same_tokenizer(metas)
+    check_same_tokenizer(metas)
+
+
+def check_same_tokenizer(metas: Mapping[str, formats.Meta]) -> None:
+    """Refuses to mix corpora whose ids mean different tokens."""
+    sections = {path: m.expect(TokensSection.KIND, path) for path, m in metas.items()}
+    kinds = {(t.tokenizer, t.tokenizer_hash, t.vocab_size) for t in sections.values()}  # type: ignore[attr-defined]
+    if len(kinds) > 1:
+        listing = "; ".join(
+            f"{path}: {t.tokenizer} ({t.tokenizer_hash[:12]})"  # type: ignore[attr-defined]
+            for path, t in sorted(sections.items())
+        )
+        raise ValueError(
+            f"these corpora come from different tokenizers, so their ids mean different tokens: {listing}. "
+            "Tokenize every corpus of a mixture with one tokenizer."
+        )

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar
 
-from dew.data import formats, validate
+from dew.data import formats, locations, validate
 from dew.data.config import json_list_argument
 from dew.data.dataset import Dataset
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
@@ -151,7 +151,7 @@ class PackedTokens(IndexedSpec):
         if plan is not None:
             plan.check(seq_len=self.seq_len, packing_bins=self.packing_bins)
         for name in self.corpora:
-            if not formats.exists(name):
+            if not locations.exists(name):
                 raise FileNotFoundError(f"PackedTokens: no corpus at {name}")
         check_one_tokenizer(self.corpora)
         read = functools.cache(self._windows)

@@ -20,7 +20,7 @@ class AutoAudioProcessor:
     or a local directory in the HF layout; transformers loads on the first call, in the process making
     it, so the processor travels to grain workers as its name. sampling_rate is the rate of the
     waveforms it is given; None means they are already at the extractor's rate (`rate`), and any other
-    rate is resampled to it first, by the resampler video clips use (dew.data.video.decode.resample).
+    rate is resampled to it first, by the resampler video clips use (dew.data.video.audio_track.resample).
     """
 
     def __init__(
@@ -70,7 +70,7 @@ class AutoAudioProcessor:
         waves = [np.asarray(w, dtype=np.float32) for w in waveforms]
         rate = self.rate
         if self.sampling_rate is not None and self.sampling_rate != rate:
-            from dew.data.video.decode import resample
+            from dew.data.video.audio_track import resample
 
             waves = [resample(w, self.sampling_rate, rate) for w in waves]
         encoded = self.extractor(waves, sampling_rate=rate, return_tensors=self.tensor_type)

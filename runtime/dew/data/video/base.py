@@ -6,8 +6,8 @@ import dataclasses
 from typing import ClassVar, cast
 
 from dew.data import validate
+from dew.data.captions import Captions
 from dew.data.dataset import Dataset
-from dew.data.images.batches import Captions
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.stream import GlobalReader
 from dew.data.video.audio import AutoAudioProcessor

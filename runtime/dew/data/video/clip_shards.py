@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import committed, formats, remote, validate
+from dew.data import formats, validate
+from dew.data.committed_records import CommittedRecords, Window, committed_split
 from dew.data.dataset import Dataset
 from dew.data.formats import Meta, Shard
-from dew.data.images.base import Window
-from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.sections import ClipsSection
 from dew.data.spec import IndexedSpec, Tokenize
@@ -32,56 +31,32 @@ from dew.data.video.clip_records import unpack_clips
 _log = logging.getLogger(__name__)
 
 
-class ClipRecords(BatchRecords):
+class ClipRecords(CommittedRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
     the process that reads it, and checked against meta.json's checksum then (once per host and file,
     as every committed shard is), a gs:// one after its fetch into the local cache."""
 
+    WHAT = "clips"
+
     def __init__(
-        self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str, *, all_have_audio: bool
+        self,
+        directory: str,
+        section: ClipsSection,
+        shards: Sequence[Shard],
+        corpus: str,
+        *,
+        all_have_audio: bool,
     ) -> None:
         """all_have_audio: the directory guarantees every clip's video has an audio stream, though its
         records do not say so (an older layout): has_audio is then all True."""
-        self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
-        self.all_have_audio = all_have_audio
-        self.ends = np.cumsum(np.array([s.records for s in self.shards], dtype=np.int64))
-        self._readers: dict[int, Any] = {}
+        files = [f"{directory.rstrip('/')}/{s.name}" for s in shards]
+        description = {"clips": "committed", "corpus": corpus}
+        counts = [s.records for s in shards]
+        labels = [s.name for s in shards]
+        super().__init__(files, counts, description, directory=directory, shards=shards, labels=labels)
+        self.section, self.all_have_audio = section, all_have_audio
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_readers": {}}  # readers reopen in the worker that unpickles this
-
-    def __len__(self) -> int:
-        return int(self.ends[-1]) if len(self.ends) else 0
-
-    def describe(self) -> dict[str, Any]:
-        return {"clips": "committed", "corpus": self.corpus, "records": len(self)}
-
-    def _reader(self, shard: int) -> Any:
-        reader = self._readers.get(shard)
-        if reader is None:
-            entry = self.shards[shard]
-            path = formats.verify_shard(self.directory, entry, checksum=True)
-            where = f"{self.directory.rstrip('/')}/{entry.name}"
-            reader = committed.open_array_record(path, where=where, records=entry.records)
-            self._readers[shard] = reader
-        return reader
-
-    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
-        indices = np.asarray(indices, dtype=np.int64)
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
-            raise IndexError(f"record {int(indices.max())} is outside these {len(self)} clips")
-        shard_of = np.searchsorted(self.ends, indices, side="right")
-        local = indices - np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[shard_of]
-        raw: list[bytes] = [b""] * len(indices)
-        for shard in np.unique(shard_of).tolist():
-            rows = np.flatnonzero(shard_of == shard)
-            wanted = local[rows]
-            order = np.argsort(wanted, kind="stable")
-            # One read a shard; a sorted list of indices reads ahead in file order.
-            got = self._reader(shard).read(wanted[order].tolist())
-            for row, record in zip(rows[order].tolist(), got, strict=True):
-                raw[row] = record
-        where = [f"{self.shards[s].name} record {i}" for s, i in zip(shard_of.tolist(), local.tolist(), strict=True)]
+    def decode(self, raw: list[bytes], where: list[str], verified: list[bool]) -> dict[str, Any]:
         batch = unpack_clips(self.section, raw, where)
         if self.all_have_audio:
             batch["has_audio"] = np.ones(len(raw), dtype=bool)
@@ -127,20 +102,7 @@ class ClipShards(IndexedSpec):
         meta = formats.read_meta(self.path, kind="clips")
         section = meta.section
         assert isinstance(section, ClipsSection)
-        if self.split not in meta.splits:
-            raise ValueError(
-                f"{self.path} has no split {self.split!r}; its splits: {', '.join(sorted(meta.splits))}: "
-                "give split= one of them"
-            )
-        shards = meta.shards(self.split)
-        if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
-            raise ValueError(
-                f"{self.path}: split {self.split!r} is not held in .array_record shards, the only ones ClipShards "
-                "reads by index; rerun decode-clips with --format array_record (the default) to write them"
-            )
-        if not remote.is_remote(self.path):  # a local shard's size now; a gs:// one's after its fetch
-            for shard in shards:
-                formats.verify_shard(self.path, shard)
+        shards, _ = committed_split(meta, self.path, self.split, reader="ClipShards can", writer="decode-clips")
         return ClipRecords(
             self.path, section, shards, meta.fingerprint(), all_have_audio=_all_have_audio(meta, self.path)
         )

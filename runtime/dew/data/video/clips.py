@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dew.data.images.batches import Captions, record_rng
-from dew.data.order import DecodedOrder, Order
+from dew.data.captions import Captions
+from dew.data.order import DecodedOrder, Order, record_rng
 from dew.data.records import BatchRecords
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.decode import ClipShape, Video

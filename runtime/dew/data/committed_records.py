@@ -1,0 +1,178 @@
+"""The reader skeleton every kind of packed-dict records shares: a committed split's shards, read a batch
+at a time, decoded by the kind.
+
+    committed_split (meta.json, read once, names the split's shards) → CommittedRecords (open a shard on
+    its first read, checked against meta.json; one read a shard a batch) → decode (the kind's hook) →
+    Window (the training head and the held-out tail) → the spec's global order
+
+A kind subclasses CommittedRecords with its `decode(raw, where)`: packed records in, the kind's batch
+out. The base knows nothing of images or clips; a kind's reader never patches a Dataset the generic
+helper built. Window and the markers a source adds beside a batch's fields (WHERE, VERIFIED) live
+here too, so every kind imports them from one place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dew.data import formats, integrity, remote
+from dew.data.committed import open_array_record
+from dew.data.formats import Meta, Shard
+from dew.data.records import BatchRecords, describe_source, read_batch
+
+# Where each record of a batch came from ("<file> record <i>"), named in the error a bad record raises.
+# A source adds it beside the fields and the kind's order removes it, so no batch a model sees carries it.
+WHERE = "__where__"
+# Which records of a batch come from a committed shard whose checksum was verified when it was opened
+# (a JPEG of one may take pixels.decode_whole_jpeg). Added and removed like WHERE.
+VERIFIED = "__verified__"
+
+
+def committed_split(
+    meta: Meta, directory: str, split: str, *, reader: str, writer: str
+) -> tuple[tuple[Shard, ...], list[str]]:
+    """The shards of `split` in a committed directory whose meta.json is `meta`, and each one's file;
+    refused by name when the split is missing or not held in .array_record shards (`reader` reads only
+    those; `writer` writes them).
+
+    A local shard's size is checked now, its content when a reader first opens it; a gs:// one is checked
+    whole after its fetch, when a reader first opens it.
+    """
+    if split not in meta.splits:
+        raise ValueError(
+            f"{directory} has no split {split!r}; its splits: {', '.join(sorted(meta.splits))}: give split= one of them"
+        )
+    shards = meta.shards(split)
+    if not shards or any(formats.shard_extension(s.name) != "array_record" for s in shards):
+        raise ValueError(
+            f"{directory}: split {split!r} is not held in .array_record shards, the only ones {reader} read by "
+            f"index; rerun {writer} with --format array_record (its default) to write them"
+        )
+    if remote.is_remote(directory):
+        return shards, [os.path.join(directory, s.name) for s in shards]
+    return shards, [formats.verify_shard(directory, s) for s in shards]
+
+
+class CommittedRecords(BatchRecords):
+    """Every record of some ArrayRecord files in order, read by index a batch at a time and decoded by
+    the kind (`decode`).
+
+    With `shards` (a committed directory's, one a file) each file is checked against meta.json when it
+    is first opened: fetched into the local cache (gs://) or hashed (local), once per host and file, and
+    its footer's record count compared. Without (a raw shard set) the files are read as they are. A file
+    is opened in the process that reads it: readers never travel in a pickle.
+    """
+
+    WHAT = "records"  # what the records are, in an out-of-range error
+
+    def __init__(
+        self,
+        files: Sequence[str],
+        counts: Sequence[int],
+        description: dict[str, Any],
+        *,
+        directory: str | None = None,
+        shards: Sequence[Shard] | None = None,
+        labels: Sequence[str] | None = None,
+    ) -> None:
+        """labels: what a record's `where` calls each file (default: the file itself)."""
+        self.files, self.description = tuple(files), description
+        self.labels = self.files if labels is None else tuple(labels)
+        self.directory, self.shards = directory, None if shards is None else tuple(shards)
+        self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
+        self._readers: dict[int, Any] = {}
+        self._verified: dict[int, bool] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Readers reopen, and shards are checked again, in the worker that unpickles this.
+        return {**self.__dict__, "_readers": {}, "_verified": {}}
+
+    def __len__(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.description, "records": len(self)}
+
+    def decode(self, raw: list[bytes], where: list[str], verified: list[bool]) -> dict[str, Any]:
+        """The kind's batch of these packed records; `where` names each ("<file> record <i>") for errors,
+        `verified` says whether each came from a file checked against its commit's checksum."""
+        raise NotImplementedError
+
+    def _reader(self, file: int) -> Any:
+        reader = self._readers.get(file)
+        if reader is None:
+            path, records = self.files[file], None
+            if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
+                assert self.directory is not None, "committed shards come with the directory that lists them"
+                path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
+                records = self.shards[file].records
+            # Only bytes checked against the checksum their writer recorded are known to be whole.
+            self._verified[file] = self.shards is not None and integrity.enabled()
+            # meta.json's count placed every record of the split: the footer must agree before one is read.
+            reader = open_array_record(path, where=self.files[file], records=records)
+            self._readers[file] = reader
+        return reader
+
+    def _raw(self, file: int, local: np.ndarray) -> list[bytes]:
+        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
+        order = np.argsort(local, kind="stable")
+        wanted = local[order]
+        reader = self._reader(file)
+        try:
+            if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
+                got = reader.read(int(wanted[0]), int(wanted[-1]) + 1)
+            else:
+                got = reader.read(wanted.tolist())
+        except Exception as error:
+            raise formats.DamagedError(
+                f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
+            ) from None
+        out: list[bytes] = [b""] * len(local)
+        for position, record in zip(order.tolist(), got, strict=True):
+            out[position] = record
+        return out
+
+    def read_raw(self, indices: np.ndarray) -> tuple[list[bytes], list[str], list[int]]:
+        """The packed records at `indices`, where each is, and the file each came from."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
+            raise IndexError(f"record {int(indices.max())} is outside these {len(self)} {self.WHAT}")
+        file_of = np.searchsorted(self.ends, indices, side="right")
+        local = indices - np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[file_of]
+        raw: list[bytes] = [b""] * len(indices)
+        for file in np.unique(file_of).tolist():
+            rows = np.flatnonzero(file_of == file)
+            for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
+                raw[row] = record
+        files = file_of.tolist()
+        where = [f"{self.labels[f]} record {i}" for f, i in zip(files, local.tolist(), strict=True)]
+        return raw, where, files
+
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
+        raw, where, files = self.read_raw(indices)
+        return self.decode(raw, where, [self._verified[f] for f in files])
+
+
+class Window(BatchRecords):
+    """Records first .. first + count of `source`: a training head or a held-out tail."""
+
+    def __init__(self, source: Any, first: int, count: int) -> None:
+        if first < 0 or count < 0 or first + count > len(source):
+            raise ValueError(f"records {first}..{first + count} are outside a source of {len(source)}")
+        self.source, self.first, self.count = source, first, count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def read_batch(self, indices: np.ndarray) -> Any:
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.count):
+            raise IndexError(f"record {int(indices.max())} is outside this window of {self.count} records")
+        return read_batch(self.source, indices + self.first)
+
+    def describe(self) -> dict[str, Any]:
+        return {"first": self.first, "count": self.count, "source": describe_source(self.source)}

@@ -1,0 +1,76 @@
+"""Where a reader's data lies: a committed directory or one data file read on its own, local or gs://."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dew.data import formats, remote
+from dew.data.sections import TokensSection
+
+
+def is_directory(path: str) -> bool:
+    """Whether `path` names a corpus directory rather than one data file (gs:// has no real directories)."""
+    if remote.is_remote(path):
+        return not path.rstrip("/").endswith(tuple(f".{ext}" for ext in formats.SHARD_EXTENSIONS))
+    return os.path.isdir(remote.resolve(path))
+
+
+def exists(path: str) -> bool:
+    if remote.is_remote(path):
+        return remote.exists(path) or (is_directory(path) and remote.exists(os.path.join(path, formats.META)))
+    return os.path.exists(remote.resolve(path))
+
+
+def local_file(path: str) -> str:
+    """A local path holding the data file `path`: itself (its `~` expanded), or a gs:// file's copy in
+    the local cache."""
+    return remote.fetch(path) if remote.is_remote(path) else remote.resolve(path)
+
+
+def sibling_json(path: str) -> tuple[str, Any]:
+    """(where, content) of the meta.json beside a data file, local or gs://; content is None when there is none."""
+    where = os.path.join(os.path.dirname(remote.resolve(path)) or ".", formats.META)
+    if remote.is_remote(where):
+        try:
+            return where, json.loads(remote.read_bytes(where))
+        except FileNotFoundError:
+            return where, None
+    if not os.path.exists(where):
+        return where, None
+    with open(where) as f:
+        return where, json.load(f)
+
+
+def is_dew_meta(data: Any) -> bool:
+    return isinstance(data, Mapping) and str(data.get("format", "")).startswith("dew.")
+
+
+@dataclasses.dataclass(frozen=True)
+class SingleFile:
+    """A data file read on its own: where to read it, the meta.json beside it as token fields (dtype, eos_id, ...;
+    None for a nanoGPT-style .bin with none), and that meta.json's entry for it (None when unlisted)."""
+
+    local: str
+    tokens: dict[str, Any] | None
+    shard: formats.Shard | None
+
+
+def single_file(path: str) -> SingleFile:
+    """Opens a data file read out of its directory, reading the meta.json beside it once.
+
+    A dew meta.json gives its tokens section, and the file, when it lists it, is checked as the directory's
+    reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
+    the token fields as it is, and an unlisted file is read as it is."""
+    where, data = sibling_json(path)
+    if not is_dew_meta(data):
+        return SingleFile(local_file(path), data, None)
+    meta = formats.Meta.from_json(data, where=where)
+    tokens = meta.expect(TokensSection.KIND, where).to_json()
+    name = os.path.basename(path)
+    shard = next((s for split in meta.splits.values() for s in split if s.name == name), None)
+    local = local_file(path) if shard is None else formats.verify_shard(os.path.dirname(path) or ".", shard)
+    return SingleFile(local, tokens, shard)
