@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dew.data import blockcache, formats, ranges, remote
-from dew.data.tokens.sources import TokenBytes
+from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
 from tests.runtime.token_support import write_corpus

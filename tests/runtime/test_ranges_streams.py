@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dew.data import Loading, datasets, ranges, remote
-from dew.data.tokens.sources import TokenBytes
+from dew.data.tokens.token_bytes import TokenBytes
 from dew.data.tokens.windows import TokenWindowSource
 from tests.conftest import BUCKET
 from tests.runtime.token_support import documents, write_corpus
