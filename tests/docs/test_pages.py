@@ -35,6 +35,8 @@ def _environment(folder: Path) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
+        # `~/dew_datasets` and every other home-relative default land in the page's folder.
+        "HOME": str(folder),
     }
 
 
