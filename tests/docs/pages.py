@@ -3,8 +3,10 @@
 A page is read top to bottom and cut into steps. Python blocks that follow one another (prose between them,
 no shell block) are joined into one script, as a reader pasting them into one file would; a shell block
 runs as a `bash -e` script; a console block runs each `$ ` line and checks that the lines it shows under
-a command are in what that command printed. Every step of a page runs in one folder of its own, so a page
-reads the files its earlier blocks wrote. Non-runnable text is fenced as ```text (or another language).
+a command are in what that command printed. A block of any language with a `title="name"` (Material
+shows it as the file's name) is a file the page shows: it is written to that name, so later blocks read
+it. Every step of a page runs in one folder of its own, so a page reads the files its earlier blocks
+wrote. Non-runnable text is fenced as ```text (or another language, without a title).
 """
 
 from __future__ import annotations
@@ -15,16 +17,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNABLE = {"python": "python", "bash": "shell", "sh": "shell", "shell": "shell", "console": "console"}
-_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
+_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S
+)
+_TITLE = re.compile(r'title="([^"]+)"')
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One thing a page runs: `kind` is python, shell or console; `line` is where its first block starts."""
+    """One thing a page runs: `kind` is python, shell, console or file; `line` is where its first block starts;
+    `name` is the file a file step writes."""
 
     kind: str
     code: str
     line: int
+    name: str = ""
 
 
 def pages() -> list[Path]:
@@ -32,20 +39,24 @@ def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def blocks(text: str) -> list[tuple[str, str, int]]:
-    """(language, code, first line) of each fenced block in page order, dedented by its fence's indent."""
+def blocks(text: str) -> list[tuple[str, str, int, str]]:
+    """(language, code, first line, title) of each fenced block in page order, dedented by its fence's indent."""
     found = []
     for match in _FENCE.finditer(text):
         indent = len(match["indent"])
         body = "".join(line[indent:] for line in match["body"].splitlines(keepends=True))
-        found.append((match["lang"].lower(), body, text.count("\n", 0, match.start()) + 2))
+        title = _TITLE.search(match["info"])
+        found.append((match["lang"].lower(), body, text.count("\n", 0, match.start()) + 2, title[1] if title else ""))
     return found
 
 
 def steps(text: str, page: str) -> list[Step]:
     """The page's runnable blocks as steps; consecutive python blocks become one script with line markers."""
     out: list[Step] = []
-    for lang, code, line in blocks(text):
+    for lang, code, line, title in blocks(text):
+        if title:
+            out.append(Step("file", code, line, title))
+            continue
         kind = RUNNABLE.get(lang)
         if kind is None:
             continue

@@ -61,6 +61,11 @@ def run_page(page: Path, folder: Path, env: dict[str, str]) -> None:
     name = str(page.relative_to(ROOT))
     for number, step in enumerate(steps(page.read_text(), name)):
         where = f"{name} line {step.line}"
+        if step.kind == "file":
+            target = folder / step.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(step.code)
+            continue
         if step.kind == "console":
             _console(step, folder, env, where)
             continue
