@@ -48,7 +48,11 @@ def _run(args: list[str], folder: Path, env: dict[str, str]) -> subprocess.Compl
 
 def _console(step: Step, folder: Path, env: dict[str, str], where: str) -> None:
     commands = console_commands(step.code)
-    script = "\n".join(f"{command}\necho {_MARK}" for command, _ in commands)
+    # One stream, in order: what a command writes to stderr stays between its markers.
+    # `$?` after a marker is still the command's status, as the page's `echo $?` expects.
+    script = "exec 2>&1\n" + "\n".join(
+        f"{command}\n__dew_status=$?\necho {_MARK}\n(exit $__dew_status)" for command, _ in commands
+    )
     done = _run(["bash", "-c", script], folder, env)
     printed = (done.stdout + done.stderr).split(_MARK)
     for (command, shown), output in zip(commands, printed, strict=False):
