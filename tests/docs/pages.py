@@ -5,7 +5,7 @@ no shell block) are joined into one script, as a reader pasting them into one fi
 runs as a `bash -e` script; a console block runs each `$ ` line and checks that the lines it shows under
 a command are in what that command printed. A block of any language with a `title="name"` (Material
 shows it as the file's name) is a file the page shows: it is written to that name, so later blocks read
-it. Every step of a page runs in one folder of its own, so a page reads the files its earlier blocks
+it (before the python script around it, which stays one script). Every step of a page runs in one folder of its own, so a page reads the files its earlier blocks
 wrote. Non-runnable text is fenced as ```text (or another language, without a title).
 """
 
@@ -55,7 +55,9 @@ def steps(text: str, page: str) -> list[Step]:
     out: list[Step] = []
     for lang, code, line, title in blocks(text):
         if title:
-            out.append(Step("file", code, line, title))
+            # Written before the python script it sits in, so the blocks around it stay one script.
+            at = len(out) - 1 if out and out[-1].kind == "python" else len(out)
+            out.insert(at, Step("file", code, line, title))
             continue
         kind = RUNNABLE.get(lang)
         if kind is None:
