@@ -5,8 +5,9 @@ no shell block) are joined into one script, as a reader pasting them into one fi
 runs as a `bash -e` script; a console block runs each `$ ` line and checks that the lines it shows under
 a command are in what that command printed. A block of any language with a `title="name"` (Material
 shows it as the file's name) is a file the page shows: it is written to that name, so later blocks read
-it (before the python script around it, which stays one script). Every step of a page runs in one folder of its own, so a page reads the files its earlier blocks
-wrote. Non-runnable text is fenced as ```text (or another language, without a title).
+it (before the python script around it, which stays one script). Every step of a page runs in one
+folder of its own, so a page reads the files its earlier blocks wrote. Non-runnable text is fenced as
+```text (or another language, without a title).
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _console(step: Step, folder: Path, env: dict[str, str], where: str) -> None:
     printed = (done.stdout + done.stderr).split(_MARK)
     for (command, shown), output in zip(commands, printed, strict=False):
         missing = [line for line in shown if line not in output]
-        assert not missing, f"{where}: `{command}` printed\n{output[-3000:]}\nwithout the lines the page shows: {missing}"
+        assert not missing, f"{where}: `{command}` printed\n{output[-3000:]}\nwithout the page's lines {missing}"
 
 
 def run_page(page: Path, folder: Path, env: dict[str, str]) -> None:
