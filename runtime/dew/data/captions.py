@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import reach
 from dew.data.extras import require
 
 # transformers' stand-in for "no limit" (VERY_LARGE_INTEGER): a tokenizer that sets no context has it.
@@ -45,7 +46,9 @@ class AutoTextTokenizer:
         with self._lock:
             if self._tokenizer is None:
                 transformers = require("transformers", for_what=f"AutoTextTokenizer {self.modelname!r}")
-                self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.modelname)
+                self._tokenizer = reach.from_hub(
+                    transformers.AutoTokenizer.from_pretrained, self.modelname, what="tokenizer"
+                )
         return self._tokenizer
 
     @property

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
+from dew.data import reach
 from dew.data.extras import require
 
 _T = TypeVar("_T")
@@ -93,12 +94,19 @@ def _filesystem() -> Any:
     return core.GCSFileSystem(token="anon") if os.environ.get("STORAGE_EMULATOR_HOST") else core.GCSFileSystem()
 
 
+def reachable(uri: str) -> None:
+    """Fails at once, in one line naming `uri`, where the storage endpoint does not answer (dew.data.reach)."""
+    reach.ensure(_endpoint(), what=f"{uri}: Cloud Storage")
+
+
 def exists(uri: str) -> bool:
+    reachable(uri)
     return bool(_filesystem().exists(uri))
 
 
 def list_names(uri: str) -> list[str]:
     """The names of the objects directly under the gs:// prefix `uri`."""
+    reachable(uri)
     return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
 
 
@@ -210,6 +218,7 @@ def _get(uri: str, url: str, params: dict[str, str]) -> Any:
     """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError."""
     import requests
 
+    reachable(uri)
     try:
         response = _session().get(url, params=params, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
@@ -274,6 +283,7 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
 
 def find(uri: str) -> list[str]:
     """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
+    reachable(uri)
     return sorted(f"gs://{path}" for path in _filesystem().find(uri))
 
 

@@ -78,6 +78,12 @@ class HFOptions:
 
         if saved_to_disk(path, self.storage_options):
             return self._from_disk(path, split, streaming)
+        if "://" in path:
+            # load_dataset would take the url for a local path and report it as one ("gs:/bucket/...").
+            raise FileNotFoundError(
+                f"{path} holds no dataset written by save_to_disk (no dataset_dict.json or state.json there); "
+                "a remote source is read as a save_to_disk directory"
+            )
         try:
             return datasets.load_dataset(path, name=self.config, split=split, streaming=streaming, **self._forwarded())
         except ValueError as error:
@@ -122,6 +128,10 @@ def saved_to_disk(path: str, storage_options: Mapping[str, Any] | None = None) -
         return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, m)) for m in markers)
     import fsspec
 
+    if path.startswith("gs://"):
+        from dew.data import remote
+
+        remote.reachable(path)
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
     return any(fs.isfile(f"{root.rstrip('/')}/{m}") for m in markers)
 
