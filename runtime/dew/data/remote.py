@@ -218,9 +218,10 @@ def _get(uri: str, url: str, params: dict[str, str]) -> Any:
     """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError."""
     import requests
 
+    session = _session()  # missing credentials are said first: they need no network to find
     reachable(uri)
     try:
-        response = _session().get(url, params=params, stream=True, timeout=_TIMEOUTS)
+        response = session.get(url, params=params, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
         raise _Transient(f"{type(error).__name__}: {error}") from error
     if response.status_code == 200:
