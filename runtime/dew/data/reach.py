@@ -68,11 +68,16 @@ def _offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE",))
 
 
+def _hub_id(name: str) -> bool:
+    """Whether `name` reads as a hub repository id ("name" or "org/name") rather than a file path."""
+    return bool(name) and not name.startswith(("/", ".", "~")) and name.count("/") <= 1 and "\\" not in name
+
+
 def from_hub(load: Callable[..., _T], name: str, *, what: str) -> _T:
     """`load(name)` for a local directory or a hub name. When the hub cannot be reached, a name already
     in the local cache still loads from it (local_files_only), and any other fails in one line."""
-    if os.path.isdir(os.path.expanduser(name)) or _offline():
-        return load(name)
+    if not _hub_id(name) or os.path.isdir(os.path.expanduser(name)) or _offline():
+        return load(name)  # a path (present or not) is no question for the hub
     try:
         ensure(hub_endpoint(), what=f"{what} {name!r} is no local directory, and the hub")
     except Unreachable as unreachable:
