@@ -88,3 +88,20 @@ def test_an_endpoint_that_answers_is_asked_once() -> None:
         reach.ensure(url, what="a test")
         assert ("127.0.0.1", server.getsockname()[1]) in reach._reached
     reach.ensure(url, what="a test")  # closed now, and not asked again: later failures meet the retries
+
+
+def test_a_job_whose_tokenizer_is_behind_an_unreachable_hub_says_one_line(tmp_path) -> None:
+    port = closed_port()
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    argv = ["tokenize", "--input", str(tmp_path / "a.jsonl"), "--output", str(tmp_path / "out")]
+    argv += ["--tokenizer", "org/tok"]
+    done = run(
+        f"import sys; from dew.pipelines.cli import main; sys.exit(main({argv!r}))",
+        HF_ENDPOINT=f"http://127.0.0.1:{port}",
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (
+        "dew-preprocess tokenize: tokenizer 'org/tok' is no local directory, and the hub: "
+        f"cannot reach 127.0.0.1:{port}: the connection was refused; it is not in the local cache either"
+    )

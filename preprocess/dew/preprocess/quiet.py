@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 # By qualified name: the launcher also recognises them in the text a worker relays.
 USER_ERRORS = (
     "dew.data.formats.WrongKindError",
+    "dew.data.reach.Unreachable",
     "dew.data.remote.DamagedError",
     "dew.preprocess.commit.OutputConflictError",
     "dew.preprocess.documents.BadInputError",
