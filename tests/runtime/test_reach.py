@@ -105,3 +105,16 @@ def test_a_job_whose_tokenizer_is_behind_an_unreachable_hub_says_one_line(tmp_pa
         "dew-preprocess tokenize: tokenizer 'org/tok' is no local directory, and the hub: "
         f"cannot reach 127.0.0.1:{port}: the connection was refused; it is not in the local cache either"
     )
+
+
+def test_a_hub_dataset_behind_an_unreachable_hub_is_named_with_the_way_to_its_cache(tmp_path) -> None:
+    port = closed_port()
+    done = run(
+        "from dew.data import HFOptions; HFOptions().load('nobody/no-such-urls', 'train', streaming=False)",
+        HF_ENDPOINT=f"http://127.0.0.1:{port}",
+        HF_HOME=str(tmp_path),
+    )
+    assert last_line(done) == (
+        "dew.data.reach.Unreachable: hf dataset 'nobody/no-such-urls' is no local path, and the hub "
+        f"(HF_DATASETS_OFFLINE=1 reads a cached copy): cannot reach 127.0.0.1:{port}: the connection was refused"
+    )

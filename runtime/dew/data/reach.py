@@ -64,11 +64,13 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT") or HUB
 
 
-def _offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE",))
+def offline(*variables: str) -> bool:
+    """Whether HF_HUB_OFFLINE (or another of `variables`) asks the Hugging Face libraries to stay off the hub."""
+    names = ("HF_HUB_OFFLINE", *variables)
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in names)
 
 
-def _hub_id(name: str) -> bool:
+def is_hub_id(name: str) -> bool:
     """Whether `name` reads as a hub repository id ("name" or "org/name") rather than a file path."""
     return bool(name) and not name.startswith(("/", ".", "~")) and name.count("/") <= 1 and "\\" not in name
 
@@ -76,7 +78,7 @@ def _hub_id(name: str) -> bool:
 def from_hub(load: Callable[..., _T], name: str, *, what: str) -> _T:
     """`load(name)` for a local directory or a hub name. When the hub cannot be reached, a name already
     in the local cache still loads from it (local_files_only), and any other fails in one line."""
-    if not _hub_id(name) or os.path.isdir(os.path.expanduser(name)) or _offline():
+    if not is_hub_id(name) or os.path.isdir(os.path.expanduser(name)) or offline():
         return load(name)  # a path (present or not) is no question for the hub
     try:
         ensure(hub_endpoint(), what=f"{what} {name!r} is no local directory, and the hub")

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dew.data import validate
+from dew.data import reach, validate
 from dew.data.extras import require
 
 if TYPE_CHECKING:
@@ -83,6 +83,13 @@ class HFOptions:
             raise FileNotFoundError(
                 f"{path} holds no dataset written by save_to_disk (no dataset_dict.json or state.json there); "
                 "a remote source is read as a save_to_disk directory"
+            )
+        hub = "/" in path and reach.is_hub_id(path) and not os.path.exists(path)
+        if hub and not reach.offline("HF_DATASETS_OFFLINE"):
+            # load_dataset retries an unreachable hub for a minute, then ends in a traceback of its own.
+            reach.ensure(
+                reach.hub_endpoint(),
+                what=f"hf dataset {path!r} is no local path, and the hub (HF_DATASETS_OFFLINE=1 reads a cached copy)",
             )
         try:
             return datasets.load_dataset(path, name=self.config, split=split, streaming=streaming, **self._forwarded())
