@@ -100,14 +100,16 @@ def reachable(uri: str) -> None:
 
 
 def exists(uri: str) -> bool:
+    fs = _filesystem()  # a missing gcs extra is said first: it needs no network to find
     reachable(uri)
-    return bool(_filesystem().exists(uri))
+    return bool(fs.exists(uri))
 
 
 def list_names(uri: str) -> list[str]:
     """The names of the objects directly under the gs:// prefix `uri`."""
+    fs = _filesystem()
     reachable(uri)
-    return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
+    return [os.path.basename(p.rstrip("/")) for p in fs.ls(uri, detail=False)]
 
 
 def retry_seconds() -> float:
@@ -284,8 +286,9 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
 
 def find(uri: str) -> list[str]:
     """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
+    fs = _filesystem()
     reachable(uri)
-    return sorted(f"gs://{path}" for path in _filesystem().find(uri))
+    return sorted(f"gs://{path}" for path in fs.find(uri))
 
 
 def read_bytes(uri: str) -> bytes:

@@ -138,6 +138,7 @@ def saved_to_disk(path: str, storage_options: Mapping[str, Any] | None = None) -
     if path.startswith("gs://"):
         from dew.data import remote
 
+        require("gcsfs", for_what=f"reading {path}")  # a missing extra is said before the network is asked
         remote.reachable(path)
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
     return any(fs.isfile(f"{root.rstrip('/')}/{m}") for m in markers)
