@@ -10,7 +10,7 @@ TOOLS := .venv-checkov
 TOOLS_STAMP := $(TOOLS)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup browser demo test lint bench docs clean
+.PHONY: setup browser demo test lint bench docs clean constraints
 
 setup: $(STAMP) $(TOOLS_STAMP) browser
 
@@ -20,11 +20,17 @@ browser:
 	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && ! command -v chromium >/dev/null; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
 
-$(STAMP): pyproject.toml
+# pyproject.toml holds ranges; constraints.txt pins the set the suite passed on, so every checkout and CI
+# installs the same versions. `make constraints` writes it again from .venv after a range changed.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade uv
-	$(VENV)/bin/uv pip install --python $(PY) -e '.[all,test,docs]'
+	$(VENV)/bin/uv pip install --python $(PY) -c constraints.txt -e '.[all,test,docs]'
 	touch $@
+
+constraints: $(STAMP)
+	@{ sed -n '1,2p' constraints.txt; $(VENV)/bin/uv pip freeze --python $(PY) --exclude-editable \
+		| grep -v -e '^uv==' -e '^pip=='; } > constraints.txt.new && mv constraints.txt.new constraints.txt
 
 $(TOOLS_STAMP):
 	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)

@@ -45,6 +45,17 @@ def test_a_missing_stack_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         require("pyarrow.parquet", for_what="PackedTokens over parquet")
 
 
+def test_online_images_name_the_streaming_extra_which_installs_what_they_need(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dew.data.images.online_rows import UrlRows
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"datasets", "pillow", "opencv-python-headless"} <= {d.split(">")[0] for d in declared["streaming"]}
+    assert "streaming" in declared["all"][0]
+    hide(monkeypatch, "datasets")
+    with pytest.raises(ImportError, match=re.escape("OnlineImages needs datasets: pip install 'dew[streaming]'")):
+        UrlRows.open(["urls/cc3m"])
+
+
 def test_a_stack_missing_a_dependency_of_its_own_keeps_its_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

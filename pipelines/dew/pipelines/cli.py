@@ -14,9 +14,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from dew.data.errors import qualified_name, user_error_names
-from dew.pipelines import flags, progress_line, zygotes
-from dew.pipelines.jobs import JOBS, find
+# Only what usage and --help need is imported here: flags imports dew.data (numpy and more), and a job
+# module Beam, once a job runs; `dew-preprocess JOB --help` prints help.json and stays well under a second.
+from dew.pipelines import job_help, progress_line, zygotes
+from dew.pipelines.jobs import JOBS, Job, find
 from dew.preprocess import quiet
 
 USAGE_EXIT = 2
@@ -42,6 +43,8 @@ def user_error(error: BaseException) -> str | None:
     qualified name in the text Beam relays from a worker (the multi-process runner and Dataflow relay
     the worker's traceback only); the job's module, imported by now, defines every one it raises.
     """
+    from dew.data.errors import qualified_name, user_error_names  # not at the top: --help stays cheap
+
     known = {*user_error_names(), *LAUNCHER_ERRORS}
     seen: BaseException | None = error
     while seen is not None:
@@ -57,6 +60,20 @@ def user_error(error: BaseException) -> str | None:
     return _BEAM_STEP.sub("", relayed[-1]) if relayed else None
 
 
+def missing_extra(job: Job, error: ModuleNotFoundError) -> str | None:
+    """The line naming the dew extra that installs the module `error` did not find; None for a module no
+    extra installs (a bug, or a broken environment: its traceback stays)."""
+    from dew.data.extras import extra_of
+
+    if error.name is None:
+        return None
+    try:
+        extra = extra_of(error.name)
+    except KeyError:
+        return None
+    return f"dew-preprocess {job.name} needs {error.name.split('.')[0]}: pip install 'dew[{extra}]'"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         # Run as a program, in a process of its own that has done nothing yet: its workers can be forked.
@@ -70,17 +87,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if job is None:
         print(f"dew-preprocess: unknown job {args[0]!r}\n\n{usage()}", file=sys.stderr)
         return USAGE_EXIT
+    if any(arg in ("-h", "--help") for arg in args[1:]):
+        text = job_help.stored(job.name)  # rendered ahead of time: printing it imports no Beam
+        if text is not None:
+            print(text, end="")
+            return 0
+    from dew.pipelines import flags
+
     verbose = flags.verbose(args)
     previous = os.environ.get(quiet.VERBOSE)
     if verbose:
         os.environ[quiet.VERBOSE] = "1"  # workers inherit it: they print every traceback too
     try:
         # The job module, and with it apache_beam, is imported only once a job is named: --help stays fast.
-        if argv is None and job.pipeline and not {"-h", "--help"} & set(args[1:]):
+        if argv is None and job.beam and not {"-h", "--help"} & set(args[1:]):
             with progress_line.program_line(job.name):  # from now on, start-up included
                 job.load().main(args[1:])
         else:
             job.load().main(args[1:])
+    except ModuleNotFoundError as error:
+        missing = missing_extra(job, error)
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return USAGE_EXIT
     except BrokenPipeError:
         # Python would report the closed pipe as a traceback, and again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

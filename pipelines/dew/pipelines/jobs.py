@@ -22,7 +22,8 @@ class Job:
     name: str
     module: str
     summary: str
-    pipeline: bool = True
+    # Whether the job runs on Beam and passes Beam's pipeline options through (inspect does neither).
+    beam: bool = True
 
     def load(self) -> ModuleType:
         """The job's module, with `parser()` and `main(argv)`; importing it imports apache_beam, except inspect's."""
@@ -70,7 +71,7 @@ JOBS: tuple[Job, ...] = (
         name="inspect",
         module="dew.pipelines.inspect_job",
         summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",
-        pipeline=False,
+        beam=False,
     ),
 )
 

@@ -1,4 +1,5 @@
-"""The flex template's metadata.json and the docs' job table, generated from dew.pipelines.jobs.
+"""The flex template's metadata.json, the docs' job table and each job's --help text (help.json),
+generated from dew.pipelines.jobs.
 
     python -m dew.pipelines.metadata --check   # exits 1 naming each file that disagrees with the jobs
     python -m dew.pipelines.metadata --write   # rewrites them
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dew.pipelines import job_help
 from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -123,6 +125,7 @@ def rendered() -> dict[Path, str]:
     return {
         METADATA: json.dumps(flex_template(), indent=2, ensure_ascii=False) + "\n",
         DOCS: _between(docs, FLAGS_START, FLAGS_END, flag_reference()),
+        job_help.HELP: job_help.rendered(),
     }
 
 

@@ -15,8 +15,6 @@ import os
 import sys
 from typing import Any, TypeVar
 
-from dew.data.errors import user_error_names
-
 VERBOSE = "DEW_VERBOSE"
 _TRACEBACK = "Traceback (most recent call last):"
 
@@ -35,6 +33,8 @@ class _QuietUserTracebacks:
         self._dropped = False
 
     def write(self, text: str) -> int:
+        from dew.data.errors import user_error_names  # here: importing dew.data is not cheap
+
         if text.startswith(_TRACEBACK) and any(name in text for name in user_error_names()):
             self._dropped = True
             return len(text)

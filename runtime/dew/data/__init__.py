@@ -28,7 +28,7 @@ from dew.data.images.base import ImageDataset
 from dew.data.loading import Loading
 from dew.data.mixture import Corpus, mixed_records, mixture
 from dew.data.partition import DataPartition
-from dew.data.phases import DataPhase
+from dew.data.phases import DataPhase, PhasedStream
 from dew.data.preference import IDS_KEY, MASK_KEY
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hf_source import HFDatasetSource
@@ -40,7 +40,9 @@ from dew.data.registry import datasets
 from dew.data.spec import DatasetSpec, Tokenize
 from dew.data.stream import GlobalStream
 from dew.data.text import ByteTokenizer, HFTokenizer, tokenizer_for
+from dew.data.tokenized import tokenized
 from dew.data.tokens import (
+    PackedWindows,
     TokenBytes,
     TokenColumn,
     TokenDocumentSource,
@@ -73,6 +75,8 @@ __all__ = [
     "HFTokenizer",
     "ImageDataset",
     "Loading",
+    "PackedWindows",
+    "PhasedStream",
     "Ramp",
     "Reader",
     "Records",
@@ -94,6 +98,7 @@ __all__ = [
     "mixture",
     "position",
     "ramped",
+    "tokenized",
     "tokenizer_for",
 ]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import reach
 from dew.data.extras import require
 from dew.data.spec import Tokenize
 
@@ -50,7 +51,9 @@ class AutoTextTokenizer:
         with self._lock:
             if self._tokenizer is None:
                 transformers = require("transformers", for_what=f"AutoTextTokenizer {self.modelname!r}")
-                self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.modelname)
+                self._tokenizer = reach.from_hub(
+                    transformers.AutoTokenizer.from_pretrained, self.modelname, what="tokenizer"
+                )
         return self._tokenizer
 
     @property

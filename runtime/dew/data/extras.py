@@ -40,13 +40,15 @@ def extra_of(module: str) -> str:
     raise KeyError(f"{module!r} is in no dew extra; EXTRAS in dew.data.extras lists the optional stacks")
 
 
-def require(module: str, *, for_what: str) -> ModuleType:
+def require(module: str, *, for_what: str, extra: str | None = None) -> ModuleType:
     """`module`, imported; when its stack is not installed, an ImportError naming the extra to install.
 
-    `for_what` is what needs it, as the user knows it ("PackedTokens over parquet"). A module that is
-    installed but fails on a missing dependency of its own keeps its own error: that is not ours to name.
+    `for_what` is what needs it, as the user knows it ("PackedTokens over parquet"). `extra` names a
+    narrower extra that also installs the module, for a feature that has one of its own (OnlineImages:
+    `streaming`); by default the module's own extra. A module that is installed but fails on a missing
+    dependency of its own keeps its own error: that is not ours to name.
     """
-    extra = extra_of(module)
+    extra = extra or extra_of(module)
     try:
         with _quiet_import(module):
             return importlib.import_module(module)

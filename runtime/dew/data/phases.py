@@ -165,3 +165,7 @@ class PhasedOrder(BaseOrder):
             if end is None:
                 break
             start = end
+
+
+# The reference page's name for the phased order: its describe() is what a resume compares.
+PhasedStream = PhasedOrder

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TypeVar
 
+from dew.data import reach
 from dew.data.extras import require
 
 _T = TypeVar("_T")
@@ -98,13 +99,22 @@ def _filesystem() -> Any:
     return core.GCSFileSystem(token="anon") if os.environ.get("STORAGE_EMULATOR_HOST") else core.GCSFileSystem()
 
 
+def reachable(uri: str) -> None:
+    """Fails at once, in one line naming `uri`, where the storage endpoint does not answer (dew.data.reach)."""
+    reach.ensure(_endpoint(), what=f"{uri}: Cloud Storage")
+
+
 def exists(uri: str) -> bool:
-    return bool(_filesystem().exists(uri))
+    fs = _filesystem()  # a missing gcs extra is said first: it needs no network to find
+    reachable(uri)
+    return bool(fs.exists(uri))
 
 
 def list_names(uri: str) -> list[str]:
     """The names of the objects directly under the gs:// prefix `uri`."""
-    return [os.path.basename(p.rstrip("/")) for p in _filesystem().ls(uri, detail=False)]
+    fs = _filesystem()
+    reachable(uri)
+    return [os.path.basename(p.rstrip("/")) for p in fs.ls(uri, detail=False)]
 
 
 def retry_seconds() -> float:
@@ -220,8 +230,10 @@ def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | N
     With a Range header only 206 (the range) is an answer: a 200 would be the whole object."""
     import requests
 
+    session = _session()  # missing credentials are said first: they need no network to find
+    reachable(uri)
     try:
-        response = _session().get(url, params=params, headers=headers, stream=True, timeout=_TIMEOUTS)
+        response = session.get(url, params=params, headers=headers, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
         raise _Transient(f"{type(error).__name__}: {error}") from error
     if response.status_code == (206 if headers and "Range" in headers else 200):
@@ -284,7 +296,9 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
 
 def find(uri: str) -> list[str]:
     """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
-    return sorted(f"gs://{path}" for path in _filesystem().find(uri))
+    fs = _filesystem()
+    reachable(uri)
+    return sorted(f"gs://{path}" for path in fs.find(uri))
 
 
 def read_bytes(uri: str) -> bytes:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dew.data import reach
 from dew.data.extras import require
 
 
@@ -57,7 +58,12 @@ class HFTokenizer:
         if self._tokenizer is None:
             auto = require("transformers", for_what=f"HFTokenizer {self.name!r}").AutoTokenizer
             try:
-                self._tokenizer = auto.from_pretrained(self.name, local_files_only=self.local_files_only)
+                if self.local_files_only:
+                    self._tokenizer = auto.from_pretrained(self.name, local_files_only=True)
+                else:
+                    self._tokenizer = reach.from_hub(auto.from_pretrained, self.name, what="tokenizer")
+            except reach.Unreachable:
+                raise
             except OSError as error:
                 raise OSError(
                     f"cannot load tokenizer {self.name!r}: {error}. Give a local directory holding "

@@ -36,7 +36,7 @@ class UrlRows:
     @classmethod
     def open(cls, sources: Sequence[str], options: HFOptions | None = None) -> UrlRows:
         """Each source's train split (a hub name or a save_to_disk directory, local or gs://)."""
-        require("datasets", for_what="OnlineImages")
+        require("datasets", for_what="OnlineImages", extra="streaming")
         options = options or HFOptions()
         tables = []
         for source in sources:

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dew.data import validate
+from dew.data import reach, validate
 from dew.data.extras import require
 
 if TYPE_CHECKING:
@@ -78,6 +78,19 @@ class HFOptions:
 
         if saved_to_disk(path, self.storage_options):
             return self._from_disk(path, split, streaming)
+        if "://" in path:
+            # load_dataset would take the url for a local path and report it as one ("gs:/bucket/...").
+            raise FileNotFoundError(
+                f"{path} holds no dataset written by save_to_disk (no dataset_dict.json or state.json there); "
+                "a remote source is read as a save_to_disk directory"
+            )
+        hub = "/" in path and reach.is_hub_id(path) and not os.path.exists(path)
+        if hub and not reach.offline("HF_DATASETS_OFFLINE"):
+            # load_dataset retries an unreachable hub for a minute, then ends in a traceback of its own.
+            reach.ensure(
+                reach.hub_endpoint(),
+                what=f"hf dataset {path!r} is no local path, and the hub (HF_DATASETS_OFFLINE=1 reads a cached copy)",
+            )
         try:
             return datasets.load_dataset(path, name=self.config, split=split, streaming=streaming, **self._forwarded())
         except ValueError as error:
@@ -122,6 +135,11 @@ def saved_to_disk(path: str, storage_options: Mapping[str, Any] | None = None) -
         return os.path.isdir(path) and any(os.path.isfile(os.path.join(path, m)) for m in markers)
     import fsspec
 
+    if path.startswith("gs://"):
+        from dew.data import remote
+
+        require("gcsfs", for_what=f"reading {path}")  # a missing extra is said before the network is asked
+        remote.reachable(path)
     fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
     return any(fs.isfile(f"{root.rstrip('/')}/{m}") for m in markers)
 

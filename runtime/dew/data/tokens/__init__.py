@@ -1,6 +1,6 @@
 """Token corpora: sources that read ids, fixed windows, packed documents."""
 
-from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
+from dew.data.tokens.documents import PackedWindows, PackedWindowSource, TokenDocumentSource
 from dew.data.tokens.packed import PackedTokens
 from dew.data.tokens.sources import TokenSource
 from dew.data.tokens.token_bytes import TokenBytes
@@ -11,6 +11,7 @@ from dew.data.tokens.windows import TokenWindows, TokenWindowSource
 __all__ = [
     "PackedTokens",
     "PackedWindowSource",
+    "PackedWindows",
     "TokenBytes",
     "TokenColumn",
     "TokenDocumentSource",

@@ -118,3 +118,7 @@ class PackedWindowSource(BatchRecords):
             "count": self.count,
             "documents": describe_source(self.documents),
         }
+
+
+# The reference page's name for the packed-window records (the plan over the whole corpus in file order).
+PackedWindows = PackedWindowSource

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from dew.data import reach
 from dew.data.extras import require
 
 
@@ -51,7 +52,9 @@ class AutoAudioProcessor:
         with self._lock:
             if self._extractor is None:
                 transformers = require("transformers", for_what=f"AutoAudioProcessor {self.modelname!r}")
-                self._extractor = transformers.AutoFeatureExtractor.from_pretrained(self.modelname)
+                self._extractor = reach.from_hub(
+                    transformers.AutoFeatureExtractor.from_pretrained, self.modelname, what="feature extractor"
+                )
         return self._extractor
 
     @property
