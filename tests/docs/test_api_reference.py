@@ -69,6 +69,8 @@ def test_every_documented_signature_is_in_the_order_python_calls_it() -> None:
             issubclass(obj, enum.Enum) or getattr(obj, "_is_protocol", False) or typing.is_typeddict(obj)
         ):
             continue  # an enum is not called to build one, a Protocol not at all, a TypedDict is a dict
+        if obj.__name__ != path.rsplit(".", 1)[1]:
+            continue  # a documented alias (the reference page's PhasedStream): checked under its own name
         signature = inspect.signature(obj)
         static = package[path.removeprefix("dew.data.")]
         assert static.is_class or static.is_function, f"{path} renders as a {static.kind.value}"

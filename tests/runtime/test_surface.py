@@ -31,6 +31,8 @@ PUBLIC = [
     "HFTokenizer",
     "ImageDataset",
     "Loading",
+    "PackedWindows",
+    "PhasedStream",
     "Ramp",
     "Reader",
     "Records",
@@ -52,6 +54,7 @@ PUBLIC = [
     "mixture",
     "position",
     "ramped",
+    "tokenized",
     "tokenizer_for",
 ]
 KINDS = [
