@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 USER_ERRORS = (
     "dew.data.formats.WrongKindError",
     "dew.data.remote.DamagedError",
+    "dew.preprocess.cleaning.components.NotConvergedError",
     "dew.preprocess.commit.OutputConflictError",
     "dew.preprocess.documents.BadInputError",
     "dew.preprocess.drops.TooManyDropsError",

@@ -195,5 +195,30 @@ class ClipsSection(Section):
             raise ValueError("clips has_audio describes the clips' audio: it is a field only beside audio")
 
 
+DOCUMENT_FIELDS = ("id", "text", "source", "row")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DocumentsSection(Section):
+    """Raw text documents, one packed dict a record, every field UTF-8 bytes (a parquet binary column).
+
+    `id` is the document's stable id (16 hex digits drawn from its source and row), `text` the document
+    as it was read, `source` the input file it came from and `row` its row (line, parquet row) there in
+    decimal. The writing job's stats.json and removal tables say why every other document of its inputs
+    is not here.
+    """
+
+    KIND: ClassVar[str] = "documents"
+    READERS: ClassVar[str] = "dew-preprocess tokenize --input DIR"
+    WRITER: ClassVar[str] = "dew-preprocess clean"
+
+    fields: tuple[str, ...] = DOCUMENT_FIELDS
+
+    def __post_init__(self) -> None:
+        _fields("documents", self.fields, DOCUMENT_FIELDS)
+
+
 # Every kind a committed directory can hold, by the name its section has in meta.json.
-SECTIONS: dict[str, type[Section]] = {cls.KIND: cls for cls in (TokensSection, ImagesSection, ClipsSection)}
+SECTIONS: dict[str, type[Section]] = {
+    cls.KIND: cls for cls in (TokensSection, ImagesSection, ClipsSection, DocumentsSection)
+}
