@@ -11,8 +11,7 @@ import pytest
 
 from dew.data import formats
 from dew.pipelines import clean_job as job
-from dew.pipelines import cli
-from dew.pipelines import tokenize_job
+from dew.pipelines import cli, tokenize_job
 from dew.pipelines.inspection import summarize
 from dew.preprocess.cleaning.against import read_columns
 from dew.preprocess.cleaning.plan import document_id
@@ -26,7 +25,8 @@ TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2
 
 
 def clean(inputs: Path, output: Path, *flags: str, runner: list[str] = IN_MEMORY) -> dict:
-    return job.main(["--input", str(inputs / "*"), "--output", str(output), *flags, *runner])
+    """The job on `inputs`, deduplicating only: the quality filters have a test of their own."""
+    return job.main(["--input", str(inputs / "*"), "--output", str(output), "--no-quality", *flags, *runner])
 
 
 def listing(directory: Path) -> dict[str, str]:
@@ -96,6 +96,7 @@ def test_planted_duplicates_are_found_and_unique_documents_kept(planted, cleaned
     for doc_id, row in removed.items():
         assert row["duplicate_of"] in kept and row["duplicate_in"] == ""
         assert family_of[row["duplicate_of"]] == family_of[doc_id]
+
     # Recall over planted pairs at Jaccard >= 0.85: the two end in one cluster, kept as one document.
     def kept_as(i: int) -> str:
         return id_of[i] if id_of[i] in kept else removed[id_of[i]]["duplicate_of"]
@@ -135,7 +136,7 @@ def test_crash_then_rerun_ends_identical(planted, cleaned: Path, tmp_path: Path)
         clean(inputs, crashed, "--num_shards", "3")
     with pytest.raises(FileNotFoundError, match="never committed"):
         formats.read_meta(str(crashed))
-    with pytest.raises(cli.flags.UsageError.__mro__[1]):  # tokenize refuses the uncommitted directory
+    with pytest.raises(FileNotFoundError, match="never committed"):  # and so does tokenize
         tokenize_job.main(["--input", str(crashed), "--output", str(tmp_path / "tok"), *IN_MEMORY])
     blocker.rmdir()
     found = clean(inputs, crashed, "--num_shards", "3")
@@ -143,10 +144,9 @@ def test_crash_then_rerun_ends_identical(planted, cleaned: Path, tmp_path: Path)
     assert listing(crashed) == listing(cleaned)
 
 
-def test_against_removes_duplicates_of_a_committed_corpus_naming_it(planted, cleaned: Path, tmp_path: Path) -> None:
-    corpus, inputs, place = planted
+def test_against_removes_duplicates_of_a_committed_corpus_naming_it(cleaned: Path, tmp_path: Path) -> None:
     kept = kept_records(cleaned)
-    new = [f"{kept[0]['text']}", kept[1]["text"].upper(), "A brand new document " * 20]
+    new = [kept[0]["text"], kept[1]["text"].upper(), "A brand new document " * 20]
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     (fresh / "new.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in new))
@@ -183,3 +183,34 @@ def test_strict_fails_on_the_first_bad_row_naming_it(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
     clean(inputs, tmp_path / "out")
     assert json.loads((tmp_path / "out" / "stats.json").read_text())["dropped"]["malformed_json"] == 1
+
+
+def test_quality_filters_remove_each_document_by_its_first_failing_rule(tmp_path: Path) -> None:
+    quality = pytest.importorskip("dew.preprocess.cleaning.quality", reason="the quality filters module is absent")
+    from tests.preprocess.planted import real_texts
+
+    config = quality.QualityConfig()
+    prose = "The cat sat on the mat and looked at the birds that flew over the house. " * 3
+    texts = [*real_texts(30), "too short", "lorem ipsum dolor sit amet. " * 20, prose.strip()]
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    out = tmp_path / "out"
+    job.main(["--input", str(inputs / "a.jsonl"), "--output", str(out), "--max_drop_fraction", "1", *IN_MEMORY])
+    expected = {row: quality.first_failure(text, config) for row, text in enumerate(texts)}
+    assert any(expected.values()) and not all(expected.values())
+    removed = {r["row"]: r for r in removals(out)}
+    kept = {int(r["row"]) for r in kept_records(out)}
+    for row, reason in expected.items():
+        if reason is None:
+            assert row in kept
+        else:
+            assert removed[row]["reason"] == reason and removed[row]["duplicate_of"] is None
+    stats = json.loads((out / "stats.json").read_text())
+    assert set(quality.QUALITY_REASONS) <= set(stats["dropped"])
+    for reason in set(expected.values()) - {None}:
+        assert stats["dropped"][reason] == sum(r == reason for r in expected.values())
+    # The thresholds are flags: with every family off, nothing is removed for quality.
+    off = ["--no-gopher_repetition", "--no-gopher_quality", "--no-c4", "--no-fineweb"]
+    job.main(["--input", str(inputs / "a.jsonl"), "--output", str(tmp_path / "off"), *off, *IN_MEMORY])
+    assert not removals(tmp_path / "off")

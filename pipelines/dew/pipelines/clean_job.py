@@ -65,12 +65,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cc_rounds", type=flags.positive_int, default=10, help="large-star/small-star rounds clusters may take"
     )
+    flags.switch(p, "--quality", "run the quality filters (their thresholds below)")
+    p.set_defaults(quality=True)
     config = quality_config()
-    if config is not None:
-        flags.switch(p, "--quality", "run the quality filters (their thresholds below)")
-        p.set_defaults(quality=True)
-        for field in dataclasses.fields(config):
-            _quality_flag(p, field)
+    for field in dataclasses.fields(config) if config is not None else ():
+        _quality_flag(p, field)
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
     p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
     p.add_argument(
@@ -84,15 +83,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _quality_flag(p: argparse.ArgumentParser, field: dataclasses.Field) -> None:
-    default = field.default
+    """One flag a QualityConfig field, typed by its annotation (`float` fields may default to an int)."""
     help = field.metadata.get("help", field.name)
-    if isinstance(default, bool):
+    kinds = {"bool": bool, "int": int, "float": float, "str": str}
+    kind = kinds.get(field.type if isinstance(field.type, str) else getattr(field.type, "__name__", ""))
+    if kind is None:
+        raise TypeError(f"QualityConfig.{field.name}: a flag takes a bool, int, float or str, not {field.type}")
+    if kind is bool:
         flags.switch(p, f"--{field.name}", help)
-        p.set_defaults(**{field.name: default})
-    elif isinstance(default, int | float | str):
-        p.add_argument(f"--{field.name}", type=type(default), default=default, help=help)
+        p.set_defaults(**{field.name: field.default})
     else:
-        raise TypeError(f"QualityConfig.{field.name}: a flag takes a bool, int, float or str, not {default!r}")
+        p.add_argument(f"--{field.name}", type=kind, default=field.default, help=help)
 
 
 def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, list[str]]:
@@ -137,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
-    if quality_config() is None:
-        print("clean: the quality filters module is not installed in this dew; no quality filter runs", file=sys.stderr)
+    if quality_config() is None and args.quality:
+        print("clean: this dew has no quality filters (dew.preprocess.cleaning.quality); none runs", file=sys.stderr)
     plan, identity, paths = plan_from(args)
     for path in [*paths, *(a.path for a in plan.against)]:
         common.require_remote(options, "--input", path)
