@@ -35,8 +35,8 @@ def _shingles(text: str, n: int = 5) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
-def real_texts(limit: int) -> list[str]:
-    """Up to `limit` unique real documents of at least MIN_WORDS words, none resembling another."""
+def candidate_texts() -> list[str]:
+    """Every pydoc topic and the docstring of every stdlib module above and of their public names, in order."""
     from pydoc_data.topics import topics
 
     candidates = [topics[name] for name in sorted(topics)]
@@ -50,6 +50,12 @@ def real_texts(limit: int) -> list[str]:
             doc = inspect.getdoc(getattr(module, attr)) if not attr.startswith("_") else None
             if doc:
                 candidates.append(doc)
+    return candidates
+
+
+def real_texts(limit: int) -> list[str]:
+    """Up to `limit` unique real documents of at least MIN_WORDS words, none resembling another."""
+    candidates = candidate_texts()
     kept: list[str] = []
     seen: list[frozenset[tuple[str, ...]]] = []
     for text in candidates:

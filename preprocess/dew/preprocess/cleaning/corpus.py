@@ -152,6 +152,10 @@ class _Decide(beam.DoFn):
     def __init__(self, against: Sequence[str]) -> None:
         self.against = list(against)
 
+    def setup(self) -> None:
+        self.kept = beam.metrics.Metrics.counter(NAMESPACE, "documents_kept")
+        self.removed = beam.metrics.Metrics.counter(NAMESPACE, "documents_removed")
+
     def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         name, joined = element
         records = list(joined["record"])
@@ -162,8 +166,10 @@ class _Decide(beam.DoFn):
             raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
         (key, packed), doc_id = records[0], split_node(name)[1]
         if not removals:
+            self.kept.inc()
             yield doc_id, (key, packed)
             return
+        self.removed.inc()
         reason, of = removals[0]
         of_id = of_in = None
         if of is not None:
