@@ -264,6 +264,7 @@ def test_a_dataflow_launch_refuses_local_inputs_and_outputs(tmp_path: Path, caps
 # The extras each job's workers import on demand; the one image runs every job in JOBS.
 WORKER_EXTRAS = {
     "tokenize": {"hf", "parquet"},
+    "clean": {"parquet"},
     "pack": {"parquet"},
     "plan-mixture": set(),
     "images": {"images", "parquet"},

@@ -55,6 +55,18 @@ def _write_text_inputs(directory: Path) -> Path:
     return directory
 
 
+def _write_copies(directory: Path) -> Path:
+    """Duplicates for the clean job: exact copies of three topics and a near copy of a fourth."""
+    from tests.preprocess.corpora import write_jsonl
+
+    texts = _texts(TEXT_DOCUMENTS)
+    words = texts[4].split()
+    near = " ".join(["golden", *words[1:]])
+    directory.mkdir(parents=True)
+    write_jsonl(directory / "copies.jsonl", [texts[0], texts[30].upper(), texts[50], near])
+    return directory
+
+
 def _tokenizer(directory: Path) -> str:
     """A 300-token BPE trained here on pydoc text, saved as a local HF tokenizer directory."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -166,6 +178,7 @@ def run_jobs(root: Path) -> dict[str, Path]:
 def _run_jobs(root: Path) -> dict[str, Path]:
     from dew.pipelines import (
         caption_tokenize_job,
+        clean_job,
         decode_clips_job,
         images_job,
         ingest_urls_job,
@@ -196,6 +209,11 @@ def _run_jobs(root: Path) -> dict[str, Path]:
     corpora = ["--corpus", f"{out['tokenize-byte+pack']}=0.7", "--corpus", f"{out['tokenize-parquet']}=0.3"]
     mixture = [*corpora, "--seq_len", "30", "--output", str(out["plan-mixture"] / "mixture.json")]
     _quietly(plan_mixture.main, [*mixture, "--tokens", "20000"])
+
+    out["clean"] = root / "documents"
+    copies = _settle(_write_copies(root / "copies"))
+    cleaning = ["--input", str(text / "*"), "--input", str(copies / "*"), "--output", str(out["clean"])]
+    _quietly(clean_job.main, [*cleaning, "--no-quality", "--num_shards", "2"])
 
     folder = _settle(_write_image_folder(root / "photos"))
     out["images"] = root / "images"

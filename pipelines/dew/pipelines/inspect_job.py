@@ -128,7 +128,10 @@ def _example(example: dict[str, Any] | None) -> str:
     if example is None:
         return ""
     if "row" in example:
-        return f" (e.g. {example['path']} row {example['row']})"
+        of = f", a duplicate of {example['duplicate_of']}" if example.get("duplicate_of") else ""
+        if of and example.get("duplicate_in"):
+            of += f" in {example['duplicate_in']}"
+        return f" (e.g. {example['path']} row {example['row']}{of})"
     path, error = example["path"], example["error"]
     return f" (e.g. {error})" if error.startswith(path) else f" (e.g. {path}: {error})"
 

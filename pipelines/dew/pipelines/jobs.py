@@ -38,6 +38,11 @@ JOBS: tuple[Job, ...] = (
         summary="raw text files → a committed token corpus (shards, meta.json, packing plans)",
     ),
     Job(
+        name="clean",
+        module="dew.pipelines.clean_job",
+        summary="raw text files → a committed documents directory without duplicates or low-quality text",
+    ),
+    Job(
         name="pack",
         module="dew.pipelines.pack",
         summary="a committed corpus → its document index and packing plans, ahead of training",

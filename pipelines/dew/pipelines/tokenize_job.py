@@ -18,10 +18,11 @@ import apache_beam as beam
 
 from dew.pipelines import common, flags
 from dew.preprocess import documents, tokenizing
+from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
-from dew.preprocess.files import InputFile, expand_inputs, manifest_fingerprint
+from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
 from dew.preprocess.tokenizing import describe_tokenizer
@@ -30,7 +31,12 @@ from dew.preprocess.writing import COMMIT, WRITE
 
 def parser() -> argparse.ArgumentParser:
     p = flags.parser("dew-preprocess tokenize", __doc__.split("\n\n")[0])
-    p.add_argument("--input", action="append", required=True, help="file, glob or gs:// pattern; repeatable")
+    p.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        help="file, glob or gs:// pattern, or a committed documents directory (dew-preprocess clean); repeatable",
+    )
     p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
     p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
     flags.switch(p, "--pack", "write the eos id after every document")
@@ -47,6 +53,20 @@ def parser() -> argparse.ArgumentParser:
         help="tokens; also write a packing plan; repeatable",
     )
     p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of the packing plans")
+    add_read_flags(p)
+    p.add_argument("--batch_size", type=flags.positive_int, default=512, help="documents per tokenizer call")
+    p.add_argument(
+        "--max_drop_fraction",
+        type=float,
+        default=0.5,
+        help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
+    )
+    flags.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def add_read_flags(p: argparse.ArgumentParser) -> None:
+    """How text inputs become documents, shared by every job that reads them (tokenize, clean)."""
     p.add_argument("--text_field", default="text", help="JSON key or parquet column of the text")
     p.add_argument(
         "--txt_documents", default="file", choices=("file", "line"), help="a .txt file is one document, or one per line"
@@ -57,16 +77,27 @@ def parser() -> argparse.ArgumentParser:
         default=64 << 20,
         help="bytes; longer documents are dropped as too_long",
     )
-    p.add_argument("--batch_size", type=flags.positive_int, default=512, help="documents per tokenizer call")
-    p.add_argument(
-        "--max_drop_fraction",
-        type=float,
-        default=0.5,
-        help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
-    )
     flags.switch(p, "--strict", "fail on the first bad document instead of counting it")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
-    return p
+
+
+def read_options(args: argparse.Namespace) -> ReadOptions:
+    return ReadOptions(
+        text_field=args.text_field,
+        txt_documents=args.txt_documents,
+        max_document_bytes=args.max_document_bytes,
+        strict=args.strict,
+    )
+
+
+def text_inputs(args: argparse.Namespace) -> tuple[InputFile, ...]:
+    """The --input files, a committed documents directory standing for its shards; checked on the launcher."""
+    try:
+        inputs = documents_inputs(args.input, args.text_field)
+        for item in inputs:
+            kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
+    return inputs
 
 
 def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[str]]:
@@ -76,10 +107,8 @@ def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[s
 
 
 def _plan_inputs(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, Sequence[InputFile]]:
-    inputs = expand_inputs(args.input)
+    inputs = text_inputs(args)
     try:
-        for item in inputs:
-            kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
         plan = _plan(args)
     except (ValueError, OSError) as error:  # OSError: a --tokenizer that does not load, named by HFTokenizer
         raise flags.UsageError(str(error)) from None
@@ -90,12 +119,7 @@ def _plan(args: argparse.Namespace) -> CorpusPlan:
     return CorpusPlan(
         output=args.output.rstrip("/"),
         tokenizer=describe_tokenizer(args.tokenizer, pack=args.pack, eos_id=args.eos_id),
-        read=ReadOptions(
-            text_field=args.text_field,
-            txt_documents=args.txt_documents,
-            max_document_bytes=args.max_document_bytes,
-            strict=args.strict,
-        ),
+        read=read_options(args),
         ext=args.format,
         val_fraction=args.val_fraction,
         shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),

@@ -30,6 +30,8 @@ MARKER = JOB_MARKER
 STATS = "stats.json"
 # Per-shard tables beside the shards (ingest-urls' fetch outcomes), named `<shard name minus ext>.status.parquet`.
 STATUS_SUFFIX = ".status.parquet"
+# Per-shard tables of the documents the clean job removed, named `<shard name minus ext>.removals.parquet`.
+REMOVALS_SUFFIX = ".removals.parquet"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,8 +49,8 @@ class JobIdentity:
 
 def _ours(name: str) -> bool:
     """Files a job writes into its output: shards and their block checksums, meta, stats, derived .npz
-    files, status tables, the marker."""
-    ours = name in (META, STATS, MARKER) or name.endswith((".npz", STATUS_SUFFIX))
+    files, status and removal tables, the marker."""
+    ours = name in (META, STATS, MARKER) or name.endswith((".npz", STATUS_SUFFIX, REMOVALS_SUFFIX))
     return ours or parse_shard_name(_shard_of(name)) is not None
 
 

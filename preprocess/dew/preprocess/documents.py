@@ -301,6 +301,11 @@ class _ReadFile(beam.DoFn):
         return self._checked(text)
 
     def _checked(self, text: Any) -> tuple[str | None, str | None]:
+        if isinstance(text, bytes):  # a binary column: a documents shard's, UTF-8 by its contract
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                return None, INVALID_UTF8
         if not isinstance(text, str):
             return None, MISSING_FIELD
         if not text:

@@ -205,3 +205,27 @@ class ClipsSection(Section):
         _fields("clips", self.fields, ("frames", "caption"))
         if "has_audio" in self.fields and "audio" not in self.fields:
             raise ValueError("clips has_audio describes the clips' audio: it is a field only beside audio")
+
+
+DOCUMENT_FIELDS = ("id", "text", "source", "row")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DocumentsSection(Section):
+    """Raw text documents, one packed dict a record, every field UTF-8 bytes (a parquet binary column).
+
+    `id` is the document's stable id (16 hex digits drawn from its source and row), `text` the document
+    as it was read, `source` the input file it came from and `row` its row (line, parquet row) there in
+    decimal. The writing job's stats.json and removal tables say why every other document of its inputs
+    is not here.
+    """
+
+    KIND: ClassVar[str] = "documents"
+    READERS: ClassVar[str] = "dew-preprocess tokenize --input DIR"
+    WRITER: ClassVar[str] = "dew-preprocess clean"
+
+    fields: tuple[str, ...] = DOCUMENT_FIELDS
+
+    def __post_init__(self) -> None:
+        _fields("documents", self.fields, DOCUMENT_FIELDS)
+

@@ -1,0 +1,174 @@
+"""dew-preprocess clean: raw text files → a committed documents directory, filtered and deduplicated.
+
+    dew-preprocess clean --input 'raw/*.jsonl.gz' --output clean/ --against last-month-clean/
+
+Every document read is written or removed for one reason: a read problem, a quality filter's reason
+code, exact_duplicate or near_duplicate (MinHash LSH, --ngram words a shingle, --bands x --rows hashes).
+The removal tables beside the shards name each removed document and, for a duplicate, the kept
+document it duplicates. `dew-preprocess tokenize --input clean/` reads the directory. Unclaimed flags
+go to Beam, so the same command runs on Dataflow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.pipelines import common, flags
+from dew.pipelines.tokenize_job import add_read_flags, read_options, text_inputs
+from dew.preprocess import documents
+from dew.preprocess.cleaning.against import documents_corpus
+from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
+from dew.preprocess.cleaning.minhash import MinHashConfig
+from dew.preprocess.cleaning.plan import CleanPlan
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.files import manifest_fingerprint
+from dew.preprocess.progress import Phase
+from dew.preprocess.writing import COMMIT, WRITE
+
+
+def quality_config() -> type | None:
+    """The quality filters' config class, or None in a dew without the filters module."""
+    try:
+        from dew.preprocess.cleaning.quality import QualityConfig
+    except ImportError:
+        return None
+    return QualityConfig
+
+
+def parser() -> argparse.ArgumentParser:
+    p = flags.parser("dew-preprocess clean", __doc__.split("\n\n")[0])
+    p.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        help="file, glob or gs:// pattern, or a committed documents directory; repeatable",
+    )
+    p.add_argument("--output", required=True, help="documents directory (local or gs://)")
+    p.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        help="a committed documents directory: remove the documents duplicating one of its own; repeatable",
+    )
+    add_read_flags(p)
+    flags.switch(p, "--exact", "remove documents whose normalized text another document has")
+    flags.switch(p, "--near", "remove near duplicates found by MinHash LSH")
+    p.set_defaults(exact=True, near=True)
+    defaults = MinHashConfig()
+    p.add_argument("--ngram", type=flags.positive_int, default=defaults.ngram, help="words a MinHash shingle")
+    p.add_argument("--bands", type=flags.positive_int, default=defaults.bands, help="LSH bands of a signature")
+    p.add_argument("--rows", type=flags.positive_int, default=defaults.rows, help="MinHash hashes a band")
+    p.add_argument("--seed", type=int, default=defaults.seed, help="draws the MinHash hash functions")
+    p.add_argument(
+        "--cc_rounds", type=flags.positive_int, default=10, help="large-star/small-star rounds clusters may take"
+    )
+    flags.switch(p, "--quality", "run the quality filters (their thresholds below)")
+    p.set_defaults(quality=True)
+    config = quality_config()
+    for field in dataclasses.fields(config) if config is not None else ():
+        _quality_flag(p, field)
+    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
+    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
+    p.add_argument(
+        "--max_drop_fraction",
+        type=float,
+        default=0.95,
+        help="share of the documents read that may be removed; more, or none written, fails the job uncommitted",
+    )
+    flags.switch(p, "--overwrite", "replace an output written by another config")
+    return p
+
+
+def _quality_flag(p: argparse.ArgumentParser, field: dataclasses.Field) -> None:
+    """One flag a QualityConfig field, typed by its annotation (`float` fields may default to an int)."""
+    help = field.metadata.get("help", field.name)
+    kinds = {"bool": bool, "int": int, "float": float, "str": str}
+    kind = kinds.get(field.type if isinstance(field.type, str) else getattr(field.type, "__name__", ""))
+    if kind is None:
+        raise TypeError(f"QualityConfig.{field.name}: a flag takes a bool, int, float or str, not {field.type}")
+    if kind is bool:
+        flags.switch(p, f"--{field.name}", help)
+        p.set_defaults(**{field.name: field.default})
+    else:
+        p.add_argument(f"--{field.name}", type=kind, default=field.default, help=help)
+
+
+def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, list[str]]:
+    """The plan, its identity and the sorted input paths, all decided on the launcher."""
+    inputs = text_inputs(args)
+    config = quality_config()
+    try:
+        against = tuple(documents_corpus(path) for path in args.against)
+        quality = None
+        if config is not None and args.quality:
+            quality = config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config)})
+        plan = CleanPlan(
+            output=args.output.rstrip("/"),
+            read=read_options(args),
+            quality=quality,
+            exact=args.exact,
+            near=args.near,
+            minhash=MinHashConfig(ngram=args.ngram, bands=args.bands, rows=args.rows, seed=args.seed),
+            cc_rounds=args.cc_rounds,
+            against=against,
+            shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+            num_shards=args.num_shards,
+            max_drop_fraction=args.max_drop_fraction,
+        )
+    except ValueError as error:
+        raise flags.UsageError(str(error)) from None
+    for corpus in against:
+        refusal = flags.output_over_input(plan.output, [corpus.path], flag="--against")
+        if refusal:
+            raise flags.UsageError(refusal)
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
+
+
+def build(pipeline: beam.Pipeline, plan: CleanPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
+    return (
+        pipeline | "Inputs" >> beam.Create(list(enumerate(paths))) | "CleanCorpus" >> CleanCorpus(plan, identity, paths)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    args, rest = flags.parse(parser(), argv, beam=True)
+    common.configure_logging(args.verbose)
+    options = common.pipeline_options(rest)
+    if quality_config() is None and args.quality:
+        print("clean: this dew has no quality filters (dew.preprocess.cleaning.quality); none runs", file=sys.stderr)
+    plan, identity, paths = plan_from(args)
+    for path in [*paths, *(a.path for a in plan.against)]:
+        common.require_remote(options, "--input", path)
+    return common.run_committed(
+        plan.output,
+        identity,
+        options,
+        lambda p: build(p, plan, identity, paths),
+        overwrite=args.overwrite,
+        rate=lambda found, seconds: f"documents/s: {found.get('documents_described', 0) / seconds:,.1f}, wall clock",
+        phases=phases(sum(i.size for i in text_inputs(args))),
+    )
+
+
+def phases(input_bytes: int) -> tuple[Phase, ...]:
+    """Read (by input bytes), describe (quality verdict, hashes and signature of each document read), write
+    (the kept documents), commit. The dedup shuffles between describe and write have no count of their own."""
+    return (
+        Phase(name=documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
+        Phase(name=DESCRIBE, unit="documents", total_of=documents.READ),
+        Phase(name=WRITE, unit="documents"),
+        Phase(name=COMMIT),
+    )
+
+
+if __name__ == "__main__":
+    from dew.pipelines.cli import main as cli
+
+    sys.exit(cli(["clean", *sys.argv[1:]]))

@@ -1,0 +1,344 @@
+"""CleanCorpus: input files → a committed `dew.documents/1` directory, end to end, as one PTransform.
+
+    read documents → describe (id, record, quality verdict, exact key, MinHash band keys)
+    → exact groups (keep the smallest node of equal normalized texts) → LSH buckets (edges from each
+    bucket's smallest node) → connected components → removals (quality, exact, near)
+    → join with the records by node → kept: shard counts, route, write shards
+                                    → removed: removal tables beside the shards
+    → stats.json → meta.json
+
+Documents of --against corpora enter at "describe" as nodes of a smaller rank: they take part in the
+exact groups and clusters, so they are kept over any document of the inputs, and are never written.
+Every grouping holds one key's values, and groups that may be large (one text copied a million times,
+one crowded bucket) are read twice rather than held; nothing gathers all documents or all pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.formats import Meta, Shard
+from dew.preprocess import commit, documents, progress
+from dew.preprocess.cleaning import minhash
+from dew.preprocess.cleaning.against import ReadAgainst
+from dew.preprocess.cleaning.components import ConnectedComponents
+from dew.preprocess.cleaning.plan import (
+    DUPLICATE_REASONS,
+    EXACT_DUPLICATE,
+    NEAR_DUPLICATE,
+    CleanPlan,
+    document_id,
+    draw,
+    node,
+    record,
+    split_node,
+)
+from dew.preprocess.cleaning.removals import Removal, WriteRemovalTable
+from dew.preprocess.commit import JobIdentity
+from dew.preprocess.constants import NAMESPACE, STATS_TAG
+from dew.preprocess.documents import ReadDocuments
+from dew.preprocess.drops import TooManyDropsError, check_drops
+from dew.preprocess.shards import GroupByShard, WriteShards, sized_count
+
+TRAIN = "train"
+REMOVED, DEDUP, BANDS, EXACT = "removed", "dedup", "bands", "exact"
+_HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
+
+
+def quality_reasons(plan: CleanPlan) -> tuple[str, ...]:
+    """The quality reason codes stats.json counts: every one the filters module knows, when they run."""
+    if plan.quality is None:
+        return ()
+    from dew.preprocess.cleaning.quality import QUALITY_REASONS
+
+    return tuple(QUALITY_REASONS)
+
+# The phase that reads each document's quality verdict and MinHash signature, as the progress line names it.
+DESCRIBE = "describe"
+
+
+class _Describe(beam.DoFn):
+    """((file, row), text) → (node, (key, record)), plus on REMOVED a quality removal (node, (reason, None))
+    or on DEDUP the document's (exact key, (node, band keys))."""
+
+    def __init__(self, plan: CleanPlan) -> None:
+        self.plan = plan
+
+    def setup(self) -> None:
+        self.signer = minhash.Signer(self.plan.minhash)
+        self.first_failure = None
+        if self.plan.quality is not None:
+            from dew.preprocess.cleaning.quality import first_failure
+
+            self.first_failure = first_failure
+        self.progress = progress.Tally(DESCRIBE)
+        self.described = beam.metrics.Metrics.counter(NAMESPACE, "documents_described")
+
+    def process(self, element: tuple[tuple[int, int], str], paths: Mapping[int, str]) -> Iterator[Any]:
+        key, text = element
+        source = paths[key[0]]
+        doc_id = document_id(source, key[1])
+        name = node(self.plan.rank, doc_id)
+        self.described.inc()
+        self.progress.add()
+        yield name, (key, record(doc_id, text, source, key[1]))
+        reason = None if self.first_failure is None else self.first_failure(text, self.plan.quality)
+        if reason is not None:
+            yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
+        elif self.plan.exact or self.plan.near:
+            yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, text))
+
+
+def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: str, text: str) -> tuple[bytes, tuple[str, list[bytes]]]:
+    """(exact key, (node, band keys)); without exact dedup the key is the node's own, a group of one."""
+    normalized = minhash.normalize(text)
+    key = minhash.exact_key(normalized) if plan.exact else name.encode()
+    signature = signer.signature(normalized) if plan.near else None
+    return key, (name, [] if signature is None else signer.band_keys(signature))
+
+
+class _DescribeAgainst(beam.DoFn):
+    def __init__(self, plan: CleanPlan) -> None:
+        self.plan = plan
+
+    def setup(self) -> None:
+        self.signer = minhash.Signer(self.plan.minhash)
+
+    def process(self, element: tuple[int, str, str]) -> Iterator[tuple[bytes, tuple[str, list[bytes]]]]:
+        rank, doc_id, text = element
+        yield dedup_entry(self.plan, self.signer, node(rank, doc_id), text)
+
+
+def exact_groups(element: tuple[bytes, Iterable[tuple[str, list[bytes]]]]) -> Iterator[Any]:
+    """One normalized text's documents → the keeper's band keys on BANDS, (keeper, other) on EXACT."""
+    _, copies = element
+    keeper = min(name for name, _ in copies)
+    for name, bands in copies:  # a second pass: the group is never held
+        if name == keeper:
+            for band in bands:
+                yield beam.pvalue.TaggedOutput(BANDS, (band, name))
+        else:
+            yield beam.pvalue.TaggedOutput(EXACT, (keeper, name))
+
+
+def bucket_edges(element: tuple[bytes, Iterable[str]]) -> Iterator[tuple[str, str]]:
+    """A band bucket's documents → an edge from its smallest document to each other one (a star)."""
+    _, names = element
+    smallest = min(names)
+    for name in names:
+        if name != smallest:
+            yield smallest, name
+
+
+def _exact_removals(element: tuple[str, Mapping[str, Iterable[Any]]], rank: int) -> Iterator[Any]:
+    """An exact keeper's copies are removed as duplicates of the keeper's cluster's kept document."""
+    keeper, joined = element
+    roots = list(joined["root"])
+    kept = roots[0] if roots else keeper
+    for name in joined["copies"]:
+        if split_node(name)[0] == rank:
+            yield name, (EXACT_DUPLICATE, kept)
+
+
+def _near_removals(element: tuple[str, str], rank: int) -> Iterator[Any]:
+    name, root = element
+    if name != root and split_node(name)[0] == rank:
+        yield name, (NEAR_DUPLICATE, root)
+
+
+class _Decide(beam.DoFn):
+    """(node, {record, removal}) → kept (id, (key, record)), or a Removal on REMOVED."""
+
+    def __init__(self, against: Sequence[str]) -> None:
+        self.against = list(against)
+
+    def setup(self) -> None:
+        self.kept = beam.metrics.Metrics.counter(NAMESPACE, "documents_kept")
+        self.removed = beam.metrics.Metrics.counter(NAMESPACE, "documents_removed")
+
+    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+        name, joined = element
+        records = list(joined["record"])
+        removals = list(joined["removal"])
+        if not records:
+            return  # a document of an --against corpus
+        if len(records) != 1 or len(removals) > 1:
+            raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
+        (key, packed), doc_id = records[0], split_node(name)[1]
+        if not removals:
+            self.kept.inc()
+            yield doc_id, (key, packed)
+            return
+        self.removed.inc()
+        reason, of = removals[0]
+        of_id = of_in = None
+        if of is not None:
+            of_rank, of_id = split_node(of)
+            of_in = self.against[of_rank] if of_rank < len(self.against) else ""
+        # The file index, named by its path once the removal is off the join (NameSources).
+        yield beam.pvalue.TaggedOutput(REMOVED, (doc_id, reason, of_id, of_in, key[0], key[1]))
+
+
+def _shard_of(doc_id: str, count: int) -> int:
+    return min(count - 1, int(draw(doc_id) * count))
+
+
+class CleanCorpus(beam.PTransform):
+    """PCollection[(file index, path)] → a committed documents directory in plan.output; yields its Meta."""
+
+    def __init__(self, plan: CleanPlan, identity: JobIdentity, paths: Sequence[str], label: str | None = None) -> None:
+        super().__init__(label)
+        self.plan = plan
+        self.identity = identity
+        self.paths = list(paths)
+
+    def expand(self, inputs: beam.PCollection) -> beam.PCollection:
+        plan, rank = self.plan, self.plan.rank
+        pipeline = inputs.pipeline
+        read = inputs | "ReadDocuments" >> ReadDocuments(plan.read)
+        names = beam.pvalue.AsDict(inputs)
+        described = read.documents | "Describe" >> beam.ParDo(_Describe(plan), names).with_outputs(
+            REMOVED, DEDUP, main="records"
+        )
+        removals = [described[REMOVED]]
+        if plan.exact or plan.near:
+            against = [(r, shard) for r, corpus in enumerate(plan.against) for shard in corpus.shards]
+            others = (
+                pipeline
+                | "AgainstShards" >> beam.Create(against)
+                | "SpreadAgainst" >> beam.Reshuffle()
+                | "ReadAgainst" >> beam.ParDo(ReadAgainst())
+                | "DescribeAgainst" >> beam.ParDo(_DescribeAgainst(plan))
+            )
+            groups = (
+                (described[DEDUP], others)
+                | "AllDedup" >> beam.Flatten()
+                | "ByText" >> beam.GroupByKey()
+                | "ExactGroups" >> beam.FlatMap(exact_groups).with_outputs(BANDS, EXACT)
+            )
+            edges = groups[BANDS] | "ByBand" >> beam.GroupByKey() | "BucketEdges" >> beam.FlatMap(bucket_edges)
+            roots = edges | "Clusters" >> ConnectedComponents(plan.cc_rounds)
+            exact = (
+                {"copies": groups[EXACT], "root": roots}
+                | "KeeperRoots" >> beam.CoGroupByKey()
+                | "ExactRemovals" >> beam.FlatMap(_exact_removals, rank)
+            )
+            near = roots | "NearRemovals" >> beam.FlatMap(_near_removals, rank)
+            removals += [exact, near]
+        removal = removals | "AllRemovals" >> beam.Flatten()
+        decided = (
+            {"record": described.records, "removal": removal}
+            | "JoinRemovals" >> beam.CoGroupByKey()
+            | "Decide" >> beam.ParDo(_Decide([a.path for a in plan.against])).with_outputs(REMOVED, main="kept")
+        )
+        kept, removed = decided.kept, decided[REMOVED] | "NameSources" >> beam.Map(_with_source, names)
+        counts = beam.pvalue.AsSingleton(
+            kept
+            | "KeptBytes" >> beam.Map(lambda kv: len(kv[1][1]))
+            | "TotalBytes" >> beam.CombineGlobally(sum)
+            | "ShardCounts" >> beam.Map(self._counts)
+        )
+        fmt = plan.shard_format()
+        shards = (
+            kept
+            | "Route" >> beam.Map(lambda kv, c: ((TRAIN, _shard_of(kv[0], c[TRAIN])), kv[1]), counts)
+            | "WriteShards" >> WriteShards(plan.output, fmt, counts)
+        )
+        tables = beam.pvalue.AsList(
+            removed
+            | "RouteRemovals" >> beam.Map(lambda r, c: ((TRAIN, _shard_of(r[0], c[TRAIN])), r), counts)
+            | "GroupRemovals" >> GroupByShard(counts)
+            | "WriteRemovalTables" >> beam.ParDo(WriteRemovalTable(plan.output), counts)
+        )
+        reasons = beam.pvalue.AsList(
+            removed | "Reasons" >> beam.Map(lambda r: r[1]) | "ByReason" >> beam.combiners.Count.PerElement()
+        )
+        examples = beam.pvalue.AsList(
+            removed
+            | "ExampleKeys" >> beam.Map(lambda r: (r[1], (r[4], r[5], r[0], r[2], r[3])))
+            | "FirstExamples" >> beam.CombinePerKey(min)
+        )
+        tallies = beam.pvalue.AsSingleton(
+            read[STATS_TAG] | "AllTallies" >> beam.combiners.ToList() | "Tally" >> beam.Map(documents.merge_tallies)
+        )
+        return (
+            shards
+            | "AllShards" >> beam.combiners.ToList()
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, reasons, examples, tables)
+        )
+
+    def _counts(self, total: int) -> dict[str, int]:
+        plan = self.plan
+        return {TRAIN: plan.num_shards if plan.num_shards is not None else sized_count(TRAIN, total, plan.shard_bytes)}
+
+
+def _with_source(removal: tuple[Any, ...], paths: Mapping[int, str]) -> Removal:
+    doc_id, reason, of_id, of_in, file, row = removal
+    return doc_id, reason, of_id, of_in, paths[file], row
+
+
+def clean_stats(
+    meta: Meta,
+    plan: CleanPlan,
+    tallies: Mapping[str, Any],
+    reasons: Iterable[tuple[str, int]],
+    examples: Iterable[tuple[str, tuple[str, int, str, str | None, str | None]]],
+    tables: Iterable[tuple[str, int]],
+) -> dict[str, Any]:
+    """stats.json: documents in, written, and removed by reason, with the first removal of each (in source
+    order) as an example; refuses a run whose books do not balance."""
+    dropped = {reason: tallies[reason] for reason in documents.DROP_REASONS}
+    dropped.update({reason: 0 for reason in (*quality_reasons(plan), *DUPLICATE_REASONS)})
+    for reason, count in reasons:
+        dropped[reason] = dropped.get(reason, 0) + count
+    found = dict(tallies[documents.EXAMPLES])
+    for reason, (source, row, doc_id, of_id, of_in) in examples:
+        found[reason] = {"path": source, "row": row, "id": doc_id}
+        if of_id is not None:
+            found[reason].update(duplicate_of=of_id, duplicate_in=of_in)
+    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    if tallies["documents_in"] != written + sum(dropped.values()):
+        raise RuntimeError(
+            f"document accounting is off: {tallies['documents_in']} read in, {written} written, "
+            f"{sum(dropped.values())} removed ({dropped})"
+        )
+    return {
+        "documents_in": tallies["documents_in"],
+        "documents_written": written,
+        "dropped": dict(sorted(dropped.items())),
+        "drop_examples": dict(sorted(found.items())),
+        "files_unreadable": tallies["files_unreadable"],
+        "damaged_inputs": tallies[documents.DAMAGED],
+        "removal_tables": dict(sorted(tables)),
+        "splits": commit.split_stats(meta, "documents"),
+        "fingerprint": meta.fingerprint(),
+    }
+
+
+def _commit(
+    shards: list[tuple[str, Shard]],
+    plan: CleanPlan,
+    identity: JobIdentity,
+    counts: Mapping[str, int],
+    tallies: Mapping[str, Any],
+    reasons: Iterable[tuple[str, int]],
+    examples: Iterable[Any],
+    tables: Iterable[tuple[str, int]],
+) -> Meta:
+    meta = Meta(
+        section=plan.section(),
+        splits=commit.ordered_shards(shards, counts),
+        config=dict(identity.config),
+        inputs=identity.inputs,
+    )
+    stats = clean_stats(meta, plan, tallies, reasons, examples, tables)
+    try:
+        check_drops(stats, plan.max_drop_fraction, hints=_HINTS)
+    except TooManyDropsError:
+        commit.clear_output(plan.output)
+        raise
+    commit.commit_corpus(plan.output, meta, stats)
+    return meta

@@ -1,0 +1,75 @@
+"""Removal tables: one parquet table beside each shard, a row for every document removed from it.
+
+A removed document belongs to the shard its id draws (dew.preprocess.cleaning.plan.draw), the one it
+would have been written to, so a removal table is as large as one shard's removals and is written by
+the worker that groups that shard: `train-00003-of-00016.removals.parquet` beside
+`train-00003-of-00016.parquet`. Its rows, sorted by id:
+
+    id            the removed document's stable id
+    reason        a quality reason code, exact_duplicate or near_duplicate
+    duplicate_of  for a duplicate, the id of the kept document of its cluster; else null
+    duplicate_in  for a duplicate, "" when that document is in this directory, else the path of the
+                  --against corpus holding it; else null
+    source, row   where the removed document was read
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import apache_beam as beam
+
+from dew.data.extras import require
+from dew.data.formats import shard_name
+from dew.preprocess import files
+from dew.preprocess.commit import REMOVALS_SUFFIX
+
+COLUMNS = ("id", "reason", "duplicate_of", "duplicate_in", "source", "row")
+Removal = tuple[str, str, str | None, str | None, str, int]
+
+
+def removals_name(shard: str) -> str:
+    return os.path.splitext(shard)[0] + REMOVALS_SUFFIX
+
+
+def _schema() -> Any:
+    pa = require("pyarrow", for_what="removal tables")
+    types = (pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.int64())
+    return pa.schema(list(zip(COLUMNS, types, strict=True)))
+
+
+def table_bytes(rows: Iterable[Removal]) -> bytes:
+    """The parquet bytes of a removal table: rows sorted by id, fixed layout, no clock time."""
+    pa = require("pyarrow", for_what="removal tables")
+    pq = require("pyarrow.parquet", for_what="removal tables")
+    ordered = sorted(rows)
+    columns = {name: [row[i] for row in ordered] for i, name in enumerate(COLUMNS)}
+    out = io.BytesIO()
+    pq.write_table(pa.Table.from_pydict(columns, schema=_schema()), out, row_group_size=1 << 16)
+    return out.getvalue()
+
+
+def read_table(path: str) -> list[dict[str, Any]]:
+    """A removal table's rows as dicts, in id order."""
+    pq = require("pyarrow.parquet", for_what="removal tables")
+    with files.open_read(path) as f:
+        return pq.read_table(f).to_pylist()
+
+
+class WriteRemovalTable(beam.DoFn):
+    """((split, j), [Removal or None]) → (table name, rows); writes the table beside shard j."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    def process(
+        self, element: tuple[tuple[str, int], Iterable[Removal | None]], counts: Mapping[str, int]
+    ) -> Iterator[tuple[str, int]]:
+        (split, index), values = element
+        rows = [row for row in values if row is not None]
+        name = removals_name(shard_name(split, index, counts[split], "parquet"))
+        files.write_atomic(files.join(self.output, name), table_bytes(rows), self.output)
+        yield name, len(rows)

@@ -1,0 +1,104 @@
+"""The clean job's pieces on their own: normalization, MinHash signatures, connected components, the section."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from dew.data.formats import Meta, Shard
+from dew.data.sections import DocumentsSection
+from dew.preprocess.cleaning.components import ConnectedComponents, NotConvergedError, large_star, small_star
+from dew.preprocess.cleaning.minhash import MinHashConfig, Signer, exact_key, jaccard, normalize
+from tests.preprocess.planted import exact_copy, near_copy, real_texts
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return real_texts(40)
+
+
+def test_normalization_undoes_case_spacing_and_punctuation(texts: list[str]) -> None:
+    assert normalize("  Hello,   WORLD!\n\tIt's  ok_ ") == "hello world it s ok"
+    for text in texts:
+        assert exact_key(normalize(exact_copy(text))) == exact_key(normalize(text))
+    assert len({exact_key(normalize(t)) for t in texts}) == len(texts)
+
+
+def test_signature_agreement_estimates_jaccard(texts: list[str]) -> None:
+    signer = Signer(MinHashConfig())
+    rng = random.Random(3)
+    errors = []
+    for text in texts:
+        copy, similarity = near_copy(text, rng.uniform(0.5, 0.95), rng)
+        a, b = signer.signature(normalize(text)), signer.signature(normalize(copy))
+        errors.append(float(np.mean(a == b)) - similarity)
+    # Each agreement rate is an unbiased estimate of the Jaccard similarity, off by ~0.04 alone (112 hashes).
+    assert abs(np.mean(errors)) < 0.02
+    assert np.std(errors) < 0.08
+
+
+def test_signatures_depend_on_the_text_and_config_only(texts: list[str]) -> None:
+    one, again, other = Signer(MinHashConfig()), Signer(MinHashConfig()), Signer(MinHashConfig(seed=2))
+    text = normalize(texts[0])
+    assert np.array_equal(one.signature(text), again.signature(text))
+    assert not np.array_equal(one.signature(text), other.signature(text))
+    keys = one.band_keys(one.signature(text))
+    assert len(keys) == 14 and len(set(keys)) == 14 and all(len(k) == 12 for k in keys)
+    assert one.signature("") is None
+    assert one.shingles("two words").size == 1  # shorter than an n-gram: the whole text is the shingle
+    assert jaccard(texts[0], texts[0], 5) == 1.0
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="ngram"):
+        MinHashConfig(ngram=0)
+    with pytest.raises(ValueError, match="255 bands"):
+        MinHashConfig(bands=300, rows=1)
+
+
+def _union_find(edges: list[tuple[str, str]]) -> dict[str, str]:
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {n: find(n) for e in edges for n in e}
+
+
+def test_star_steps_keep_components_and_point_at_the_smallest() -> None:
+    assert sorted(large_star(("c", ["a", "d", "e"]))) == [("a", "d"), ("a", "e")]
+    assert sorted(small_star(("d", ["b", "c", "e"]))) == [("b", "c"), ("b", "d")]
+
+
+def test_connected_components_match_union_find_and_refuse_too_few_rounds() -> None:
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+
+    rng = random.Random(0)
+    nodes = [f"{i:04d}" for i in range(200)]
+    path = [(nodes[i], nodes[i + 1]) for i in range(40)]  # a long chain: the slowest to settle
+    edges = path + [tuple(sorted(rng.sample(nodes[40:], 2))) for _ in range(80)]
+    rng.shuffle(edges)
+    truth = sorted(_union_find(edges).items())
+    with beam.Pipeline() as p:
+        assert_that(p | beam.Create(edges) | ConnectedComponents(8), equal_to(truth))
+    with pytest.raises(Exception, match="rerun with a larger --cc_rounds"), beam.Pipeline() as p:
+        _ = p | beam.Create(path) | ConnectedComponents(1)
+    assert NotConvergedError.__module__ == "dew.preprocess.cleaning.components"
+
+
+def test_documents_section_round_trips_through_meta() -> None:
+    shard = Shard(name="train-00000-of-00001.parquet", records=2, units=10, bytes=100, sha256="0" * 64)
+    meta = Meta(section=DocumentsSection(), splits={"train": (shard,)}, config={"job": "clean"})
+    again = Meta.from_json(meta.to_json())
+    assert again.format == "dew.documents/1" and again.section == DocumentsSection()
+    with pytest.raises(ValueError, match="must hold the field"):
+        DocumentsSection(fields=("id", "text"))
