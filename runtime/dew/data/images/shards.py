@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, integrity, remote
+from dew.data import formats, remote
 from dew.data.codec import unpack_dict_of_byte_arrays
-from dew.data.committed import open_array_record, refuse_dew_directory
+from dew.data.committed import refuse_dew_directory
 from dew.data.formats import Shard
 from dew.data.images.batches import TEXT_FIELDS, VERIFIED, WHERE
+from dew.data.record_shards import ShardReaders
 from dew.data.records import BatchRecords
 from dew.data.sections import ImagesSection
 
@@ -56,8 +57,9 @@ class ImageRecords(BatchRecords):
 
     A batch holds `image` (the stored bytes), `caption` (str) when captioned, the offline `input_ids`
     and `attention_mask` (int32) when present, and every extra field as bytes. A file is opened on its
-    first read, in the process that reads it; a gs:// shard of a committed directory is fetched into
-    the local cache and checked against meta.json then.
+    first read, in the process that reads it (dew.data.record_shards): a gs:// shard of a committed
+    directory with a record index is read by range, a batch fetching its records' chunks only; one
+    without is fetched into the local cache and checked against meta.json then.
     """
 
     def __init__(
@@ -73,12 +75,7 @@ class ImageRecords(BatchRecords):
         self.files, self.fields, self.description = tuple(files), fields, description
         self.directory, self.shards = directory, None if shards is None else tuple(shards)
         self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        self._readers: dict[int, Any] = {}
-        self._verified: dict[int, bool] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Readers reopen, and shards are checked again, in the worker that unpickles this.
-        return {**self.__dict__, "_readers": {}, "_verified": {}}
+        self.readers = ShardReaders(files, directory=directory, shards=shards)
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -90,39 +87,6 @@ class ImageRecords(BatchRecords):
     def describe(self) -> dict[str, Any]:
         return {**self.description, "records": len(self)}
 
-    def _reader(self, file: int) -> Any:
-        reader = self._readers.get(file)
-        if reader is None:
-            path, records = self.files[file], None
-            if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
-                path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
-                records = self.shards[file].records
-            # Only bytes checked against the checksum their writer recorded are known to be whole.
-            self._verified[file] = self.shards is not None and integrity.enabled()
-            # meta.json's count placed every record of the split: the footer must agree before one is read.
-            reader = open_array_record(path, where=self.files[file], records=records)
-            self._readers[file] = reader
-        return reader
-
-    def _raw(self, file: int, local: np.ndarray) -> list[bytes]:
-        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
-        order = np.argsort(local, kind="stable")
-        wanted = local[order]
-        reader = self._reader(file)
-        try:
-            if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
-                got = reader.read(int(wanted[0]), int(wanted[-1]) + 1)
-            else:
-                got = reader.read(wanted.tolist())
-        except Exception as error:
-            raise formats.DamagedError(
-                f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
-            ) from None
-        out: list[bytes] = [b""] * len(local)
-        for position, record in zip(order.tolist(), got, strict=True):
-            out[position] = record
-        return out
-
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
@@ -130,15 +94,11 @@ class ImageRecords(BatchRecords):
         file_of = np.searchsorted(self.ends, indices, side="right")
         starts = np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[file_of]
         local = indices - starts
-        raw: list[bytes] = [b""] * len(indices)
-        for file in np.unique(file_of).tolist():
-            rows = np.flatnonzero(file_of == file)
-            for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
-                raw[row] = record
+        raw = self.readers.read(file_of, local)
         files = file_of.tolist()
         where = [f"{self.files[f]} record {i}" for f, i in zip(files, local.tolist(), strict=True)]
         batch = self._fields([unpack_dict_of_byte_arrays(r, w) for r, w in zip(raw, where, strict=True)], where)
-        batch[VERIFIED] = [self._verified[f] for f in files]
+        batch[VERIFIED] = [self.readers.verified(f) for f in files]
         return batch
 
     def _fields(self, records: list[dict[str, bytes]], where: list[str]) -> dict[str, Any]:
@@ -188,8 +148,8 @@ def committed(directory: str, split: str) -> tuple[ImageRecords, ImagesSection]:
             f"{directory}: split {split!r} is not held in .array_record shards, the only ones the image readers "
             "read; rerun the images job with --format array_record (its default)"
         )
-    # A local shard's size is checked now, its content when a reader first opens it; a gs:// one is
-    # checked whole after its fetch, when a reader first opens it.
+    # A local shard's size is checked now, its content when a reader first opens it; a gs:// one by
+    # block as its ranges are read, or whole after its fetch when it has no record index.
     files = [
         os.path.join(directory, s.name) if remote.is_remote(directory) else formats.verify_shard(directory, s)
         for s in shards

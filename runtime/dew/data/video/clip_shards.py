@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import committed, formats, remote, validate
+from dew.data import formats, remote, validate
 from dew.data.dataset import Dataset
 from dew.data.formats import Meta, Shard
 from dew.data.images.base import Window
+from dew.data.record_shards import ShardReaders
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 from dew.data.sections import ClipsSection
@@ -35,7 +36,8 @@ _log = logging.getLogger(__name__)
 class ClipRecords(BatchRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
     the process that reads it, and checked against meta.json's checksum then (once per host and file,
-    as every committed shard is), a gs:// one after its fetch into the local cache."""
+    as every committed shard is; dew.data.record_shards): a gs:// one by block as a batch reads its
+    records' ranges when it has a record index, else whole after its fetch into the local cache."""
 
     def __init__(
         self, directory: str, section: ClipsSection, shards: Sequence[Shard], corpus: str, *, all_have_audio: bool
@@ -45,10 +47,8 @@ class ClipRecords(BatchRecords):
         self.directory, self.section, self.shards, self.corpus = directory, section, tuple(shards), corpus
         self.all_have_audio = all_have_audio
         self.ends = np.cumsum(np.array([s.records for s in self.shards], dtype=np.int64))
-        self._readers: dict[int, Any] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_readers": {}}  # readers reopen in the worker that unpickles this
+        files = [f"{directory.rstrip('/')}/{s.name}" for s in self.shards]
+        self.readers = ShardReaders(files, directory=directory, shards=self.shards)
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -56,31 +56,13 @@ class ClipRecords(BatchRecords):
     def describe(self) -> dict[str, Any]:
         return {"clips": "committed", "corpus": self.corpus, "records": len(self)}
 
-    def _reader(self, shard: int) -> Any:
-        reader = self._readers.get(shard)
-        if reader is None:
-            entry = self.shards[shard]
-            path = formats.verify_shard(self.directory, entry, checksum=True)
-            where = f"{self.directory.rstrip('/')}/{entry.name}"
-            reader = committed.open_array_record(path, where=where, records=entry.records)
-            self._readers[shard] = reader
-        return reader
-
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(self)):
             raise IndexError(f"record {int(indices.max())} is outside these {len(self)} clips")
         shard_of = np.searchsorted(self.ends, indices, side="right")
         local = indices - np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[shard_of]
-        raw: list[bytes] = [b""] * len(indices)
-        for shard in np.unique(shard_of).tolist():
-            rows = np.flatnonzero(shard_of == shard)
-            wanted = local[rows]
-            order = np.argsort(wanted, kind="stable")
-            # One read a shard; a sorted list of indices reads ahead in file order.
-            got = self._reader(shard).read(wanted[order].tolist())
-            for row, record in zip(rows[order].tolist(), got, strict=True):
-                raw[row] = record
+        raw = self.readers.read(shard_of, local)
         where = [f"{self.shards[s].name} record {i}" for s, i in zip(shard_of.tolist(), local.tolist(), strict=True)]
         batch = unpack_clips(self.section, raw, where)
         if self.all_have_audio:
