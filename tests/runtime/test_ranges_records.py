@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import blockcache, formats, ranges, record_shards, remote
+from dew.data import ArrayRecordImages, Loading, blockcache, formats, ranges, record_shards, remote
 from dew.data.images import shards as image_shards
 from dew.data.images.batches import VERIFIED
 from dew.data.record_index import RecordIndex, index_name
@@ -15,6 +15,7 @@ from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
 from tests.runtime.image_support import records, write_committed
 from tests.runtime.test_ranges import _disk_held, _upload_directory
+from tests.support import assert_batches_equal, read_global
 
 pytestmark = pytest.mark.gcs
 BLOCK = 4096
@@ -199,3 +200,18 @@ def test_whole_shards_without_an_index_or_with_ranges_off(gcs_emulator, cache, t
     assert not any(record_shards.is_indexed(s) for s in far.shards)
     _same(far.read_batch(np.array([3, 1, 4])), near.read_batch(np.array([3, 1, 4])))
     assert _whole_shards(cache) == [formats.shard_name("train", 0, 2, "array_record")]
+
+
+def test_a_gs_image_stream_is_the_local_ones_and_resumes_across_the_two(gcs_emulator, cache, tmp_path) -> None:
+    local, uri = _corpus(tmp_path, "records-stream", shards=3, each=16, pad=3000)
+    serial = Loading(workers=0, read_buffer=8)
+    here = ArrayRecordImages(local, image_size=16, val_batches=0, seed=5, loading=serial).load(batch=4)
+    there = ArrayRecordImages(uri, image_size=16, val_batches=0, seed=5, loading=serial).load(batch=4)
+    full, _ = read_global(here.train, 1, 8)
+    remote_full, _ = read_global(there.train, 2, 8)
+    assert_batches_equal(full, remote_full)
+    for first, then in ((there, here), (here, there)):
+        head, state = read_global(first.train, 2, 3)
+        tail, _ = read_global(then.train, 1, 5, state)
+        assert_batches_equal(full, head + tail)
+    assert not _whole_shards(cache)
