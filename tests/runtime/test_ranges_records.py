@@ -215,3 +215,33 @@ def test_a_gs_image_stream_is_the_local_ones_and_resumes_across_the_two(gcs_emul
         tail, _ = read_global(then.train, 1, 5, state)
         assert_batches_equal(full, head + tail)
     assert not _whole_shards(cache)
+
+
+def test_gs_clip_shards_are_read_by_record_too(gcs_emulator, cache, tmp_path) -> None:
+    import dataclasses
+
+    from dew.data.committed import TEMP_DIR
+    from dew.data.video.clip_shards import ClipShards
+    from dew.preprocess import files
+    from tests.runtime.test_clip_shards import FAST, write_clips
+
+    local = str(write_clips(tmp_path / "clips", shards=3, per_shard=9))
+    meta = formats.read_meta(local)
+    entries = []
+    for shard in meta.shards("train"):  # as the decode-clips job now records them
+        summed = files.checksums_of(os.path.join(local, shard.name))
+        summed.write_blocks(os.path.join(local, shard.name), local)
+        entries.append(summed.shard(shard.name, records=shard.records, units=shard.units))
+    formats.write_meta(local, dataclasses.replace(meta, splits={"train": tuple(entries)}))
+    os.rmdir(os.path.join(local, TEMP_DIR))
+    uri = f"gs://{BUCKET}/records-clips"
+    _upload_directory(local, uri)
+    near, far = ClipShards(path=local, loading=FAST).records(), ClipShards(path=uri, loading=FAST).records()
+    assert all(record_shards.is_indexed(s) for s in far.shards)
+    batch = np.array([20, 3, 11, 4])
+    before = ranges.FETCHED.bytes
+    got, want = far.read_batch(batch), near.read_batch(batch)
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
+    assert ranges.FETCHED.bytes - before == _blocks(local, batch, set())[0] and not _whole_shards(cache)
