@@ -245,3 +245,26 @@ def test_gs_clip_shards_are_read_by_record_too(gcs_emulator, cache, tmp_path) ->
     for key in want:
         np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
     assert ranges.FETCHED.bytes - before == _blocks(local, batch, set())[0] and not _whole_shards(cache)
+
+
+def test_an_array_record_token_corpus_on_gs_reads_its_records_by_range(gcs_emulator, cache, tmp_path) -> None:
+    from dew.data.pieces import PIECES, PieceIndex
+    from dew.data.tokens.corpus import open_tokens
+    from tests.runtime.token_support import documents, write_corpus
+
+    docs = documents(600, seed=5, longest=3000)
+    local = write_corpus(str(tmp_path / "ar"), {"train": docs}, kind="array_record", shards=3, block_bytes=BLOCK)
+    # The piece index the tokenize job writes beside an ArrayRecord split, so nothing scans the shards.
+    lengths = [np.array([len(docs[i]) for i in group]) for group in np.array_split(np.arange(len(docs)), 3)]
+    PieceIndex.of_lengths(lengths, field="").save(
+        formats.derived_path(local, "train", PIECES), formats.read_meta(local).fingerprint()
+    )
+    uri = f"gs://{BUCKET}/records-tokens"
+    _upload_directory(local, uri)
+    before = ranges.FETCHED.bytes
+    near, far = open_tokens(local), open_tokens(uri)
+    assert far._by_record is not None and len(far) == len(near)
+    for lo, hi in ((0, 50), (len(near) // 2, len(near) // 2 + 4000), (len(near) - 90, len(near))):
+        np.testing.assert_array_equal(far[lo:hi], near[lo:hi])
+    corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
+    assert 0 < ranges.FETCHED.bytes - before < corpus / 4 and not _whole_shards(cache)

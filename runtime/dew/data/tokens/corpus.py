@@ -9,6 +9,7 @@ import numpy as np
 
 from dew.data import formats, ranges, remote
 from dew.data.pieces import offline_pieces
+from dew.data.record_shards import is_indexed
 from dew.data.tokens.sources import TokenBytes, TokenColumn, TokenRecords, TokenSource
 
 
@@ -33,20 +34,24 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
             return TokenBytes(path, split=split)
         tokens = meta.tokens
         ranged = None
+        # Records read without a field are raw ids, which the index names "".
+        pieces = offline_pieces(path, meta, split, (field or "") if kind == "array_record" else field)
+        by_record = kind == "array_record" and pieces is not None and all(is_indexed(s) for s in shards)
         if kind == "parquet" and remote.is_remote(path) and all(ranges.is_ranged(s) for s in shards):
             # Footers and row groups read by range, every block checked (dew.data.ranges).
             files = [os.path.join(path, s.name) for s in shards]
             ranged = [ranges.RangedShard(f, s) for f, s in zip(files, shards, strict=True)]
+        elif by_record and remote.is_remote(path):
+            # Each read fetches its records' chunks, every block checked (dew.data.record_shards).
+            files = [os.path.join(path, s.name) for s in shards]
         else:
             files = [formats.verify_shard(path, s) for s in shards]
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
         common = {"dtype": np.dtype(tokens.dtype), "eos_id": tokens.eos_id, "vocab_size": tokens.vocab_size}
         if kind == "array_record":
-            # Records read without a field are raw ids, which the index names "".
-            pieces = offline_pieces(path, meta, split, field or "")
-            return TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
-        pieces = offline_pieces(path, meta, split, field)
+            direct = (path, shards) if by_record and remote.is_remote(path) else None
+            return TokenRecords(files, field=field, pieces=pieces, shards=checked, by_record=direct, **common)
         return TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
     if not formats.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
