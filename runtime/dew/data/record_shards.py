@@ -131,9 +131,8 @@ class ShardReaders:
         try:
             got = _read_sorted(self._reader(file).reader, wanted)
         except Exception as error:
-            held = self._open.pop(file, None)
-            if held is not None:
-                held.reader.close()
+            # Dropped, not closed: another thread may be reading through it still; the last reference closes it.
+            self._open.pop(file, None)
             if self._ranged(file) is None:
                 raise formats.DamagedError(
                     f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
