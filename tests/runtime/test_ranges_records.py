@@ -214,6 +214,10 @@ def test_a_gs_image_stream_is_the_local_ones_and_resumes_across_the_two(gcs_emul
         head, state = read_global(first.train, 2, 3)
         tail, _ = read_global(then.train, 1, 5, state)
         assert_batches_equal(full, head + tail)
+    # A worker process reads by record too, into the same host cache.
+    worker = Loading(workers=1, read_buffer=8)
+    spawned = ArrayRecordImages(uri, image_size=16, val_batches=0, seed=5, loading=worker).load(batch=4)
+    assert_batches_equal(full[:4], read_global(spawned.train, 1, 4)[0])
     assert not _whole_shards(cache)
 
 
