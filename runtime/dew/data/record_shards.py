@@ -65,7 +65,9 @@ class ShardReaders:
     """Readers of ArrayRecord `files` (in order), opened on first read; with `shards`, those files are
     the committed shards of `directory` that meta.json lists, checked before a record is handed out."""
 
-    def __init__(self, files: Sequence[str], *, directory: str | None = None, shards: Sequence[Shard] | None = None):
+    def __init__(
+        self, files: Sequence[str], *, directory: str | None = None, shards: Sequence[Shard] | None = None
+    ) -> None:
         self.files, self.directory = tuple(files), directory
         self.shards = None if shards is None else tuple(shards)
         self._open: dict[int, _Open] = {}
