@@ -69,9 +69,16 @@ def write_array_record(path: str, entries: Sequence[Mapping[str, bytes] | bytes]
 
 
 def write_committed(
-    directory: str, splits: Mapping[str, Sequence[Sequence[Mapping[str, bytes]]]], **section: object
+    directory: str,
+    splits: Mapping[str, Sequence[Sequence[Mapping[str, bytes]]]],
+    *,
+    checksums: bool = False,
+    **section: object,
 ) -> Meta:
-    """A committed dew.images/1 directory: each split a list of shards, each shard a list of records."""
+    """A committed dew.images/1 directory: each split a list of shards, each shard a list of records.
+
+    With checksums, each shard's entry and sidecars (block checksums, record index) come from the jobs'
+    own files.checksums_of, as every dew job writes them; without, meta.json is the older format."""
     os.makedirs(directory, exist_ok=True)
     listing = {}
     for split, shards in splits.items():
@@ -83,7 +90,14 @@ def write_committed(
             units = sum(len(pack_dict_of_byte_arrays(r)) for r in shard)
             with open(path, "rb") as f:
                 digest = hashlib.sha256(f.read()).hexdigest()
-            listing[split].append(Shard(name, len(shard), units, os.path.getsize(path), digest))
+            if checksums:
+                from dew.preprocess import files
+
+                summed = files.checksums_of(path)
+                summed.write_blocks(path, directory)
+                listing[split].append(summed.shard(name, records=len(shard), units=units))
+            else:
+                listing[split].append(Shard(name, len(shard), units, os.path.getsize(path), digest))
     fields = tuple(next(iter(next(iter(splits.values()))[0])))
     meta = Meta(
         section=ImagesSection(encoding="jpeg", fields=fields, **section),
@@ -91,6 +105,10 @@ def write_committed(
         config={"job": "test"},
     )
     formats.write_meta(directory, meta)
+    if checksums:
+        from dew.data.committed import TEMP_DIR
+
+        os.rmdir(os.path.join(directory, TEMP_DIR))  # the jobs' scratch for their atomic writes, empty
     return meta
 
 

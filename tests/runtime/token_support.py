@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dew.data import formats, integrity
+from dew.data import formats, integrity, record_index
 from dew.data.sections import TokensSection
 
 EOS = 0
@@ -39,8 +39,9 @@ def write_corpus(
 ) -> str:
     """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory.
 
-    With block_bytes, each shard's block checksums too, through the writers' own Digest, as every dew job
-    now writes them; without, meta.json is the older format, which has none."""
+    With block_bytes, each shard's block checksums too, through the writers' own Digest, and an ArrayRecord
+    shard's record index through their own walk, as every dew job now writes them; without, meta.json is
+    the older format, which has neither."""
     os.makedirs(directory, exist_ok=True)
     meta_splits = {}
     for split, docs in splits.items():
@@ -73,6 +74,13 @@ def write_corpus(
                     f.write(digest.blocks)
                 blocks = {"block_bytes": block_bytes, "blocks_crc32c": integrity.digest_bytes(digest.blocks)}
                 blocks["crc32c"] = digest.crc32c
+                with open(path, "rb") as f:
+                    index = record_index.index_of(f.read())  # the writers' own walk; b"" but for ArrayRecord
+                if index:
+                    with open(os.path.join(directory, record_index.index_name(name)), "wb") as f:
+                        f.write(index)
+                    blocks["index_version"] = record_index.INDEX_VERSION
+                    blocks["index_crc32c"] = integrity.digest_bytes(index)
             entries.append(
                 formats.Shard(
                     name=name,

@@ -21,6 +21,7 @@ from typing import Any
 
 from dew.data.committed import JOB_MARKER
 from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name, write_meta
+from dew.data.record_index import INDEX_SUFFIX
 from dew.preprocess import files
 from dew.preprocess.errors import OutputConflictError
 from dew.preprocess.piece_lengths import write_piece_indexes
@@ -48,15 +49,16 @@ class JobIdentity:
 
 
 def _ours(name: str) -> bool:
-    """Files a job writes into its output: shards and their block checksums, meta, stats, derived .npz
-    files, status and removal tables, the marker."""
+    """Files a job writes into its output: shards, their block checksums and record indexes, meta,
+    stats, derived .npz files, status and removal tables, the marker."""
     ours = name in (META, STATS, MARKER) or name.endswith((".npz", STATUS_SUFFIX, REMOVALS_SUFFIX))
     return ours or parse_shard_name(_shard_of(name)) is not None
 
 
 def _shard_of(name: str) -> str:
-    """The shard a file is or belongs to: `train-00000-of-00004.bin.blocks` → its shard's name."""
-    return name.removesuffix(BLOCKS_SUFFIX)
+    """The shard a file is or belongs to: `train-00000-of-00004.bin.blocks`, `….array_record.index` → its
+    shard's name."""
+    return name.removesuffix(BLOCKS_SUFFIX).removesuffix(INDEX_SUFFIX)
 
 
 def _read_json(path: str) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from dew.data import committed, integrity
 from dew.data.formats import BLOCKS_SUFFIX, Shard
+from dew.data.record_index import INDEX_VERSION, Walker, index_name
 
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
 TEMP_DIR = committed.TEMP_DIR
@@ -293,13 +294,16 @@ def write_atomic(path: str, data: bytes, output: str) -> None:
 class Checksums:
     """What a writer records of one shard file: sha256 and crc32c of the whole, its size, and the
     crc32c of each block of `block_bytes` bytes (`blocks`, the content of its `.blocks` file; b"" and 0
-    where google-crc32c is missing, and readers then fetch a gs:// shard whole)."""
+    where google-crc32c is missing, and readers then fetch a gs:// shard whole), and for an ArrayRecord
+    file of one record a chunk its record index (`index`, the content of its `.index` file; b"" for
+    any other file, or without block checksums, and readers then fetch it whole)."""
 
     sha256: str
     crc32c: str
     size: int
     blocks: bytes
     block_bytes: int
+    index: bytes = b""
 
     def shard(self, name: str, *, records: int, units: int) -> Shard:
         """The meta.json entry of the shard `name` these are the checksums of."""
@@ -313,6 +317,8 @@ class Checksums:
             crc32c=self.crc32c,
             block_bytes=self.block_bytes,
             blocks_crc32c=blocks_crc32c,
+            index_version=INDEX_VERSION if self.index else 0,
+            index_crc32c=integrity.digest_bytes(self.index) if self.index else "",
         )
 
     def write_blocks(self, final: str, output: str) -> None:
@@ -320,21 +326,27 @@ class Checksums:
         them is harmless, so a rerun that finds the shard committed writes them again."""
         if self.block_bytes:
             write_atomic(final + BLOCKS_SUFFIX, self.blocks, output)
+        if self.index:
+            write_atomic(index_name(final), self.index, output)
 
 
 def checksums_of(path: str) -> Checksums:
     """The checksums of a file anywhere FileSystems reaches, read once in chunks.
 
     crc32c is what readers check a local shard against when they can (much cheaper than sha256), and
-    the block checksums what they check a byte range of a gs:// shard against.
+    the block checksums what they check a byte range of a gs:// shard against; an ArrayRecord file's
+    record index is walked from the same bytes (dew.data.record_index).
     """
     digest = integrity.Digest(block_bytes=integrity.BLOCK_BYTES)
+    walker = Walker()
     size = 0
     with open_read(path) as f:
         while block := f.read(_COPY_CHUNK):
             digest.update(block)
+            walker.update(block)
             size += len(block)
-    return Checksums(digest.sha256, digest.crc32c, size, digest.blocks, digest.block_bytes)
+    index = walker.index() if digest.block_bytes else b""
+    return Checksums(digest.sha256, digest.crc32c, size, digest.blocks, digest.block_bytes, index)
 
 
 def download(path: str, directory: str) -> str:

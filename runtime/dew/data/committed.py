@@ -125,6 +125,9 @@ def open_array_record(path: str, *, where: str | None = None, records: int | Non
 
     try:
         reader = ArrayRecordReader(path, "readahead_buffer_size:0")
+        if not reader.ok():  # a footer it cannot read is not raised, only kept in its status
+            reader.read([0])  # which raises that status
+            raise RuntimeError("its footer cannot be read")
     except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
         raise remote.DamagedError(f"{where or path} is not a readable ArrayRecord file: {error}") from None
     if records is not None:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, integrity, remote
-from dew.data.committed import open_array_record
+from dew.data import formats, remote
 from dew.data.formats import Meta, Shard
+from dew.data.record_shards import ShardReaders
 from dew.data.records import BatchRecords, describe_source, read_batch
 
 # Where each record of a batch came from ("<file> record <i>"), named in the error a bad record raises.
@@ -62,8 +62,9 @@ class CommittedRecords(BatchRecords):
     the kind (`decode`).
 
     With `shards` (a committed directory's, one a file) each file is checked against meta.json when it
-    is first opened: fetched into the local cache (gs://) or hashed (local), once per host and file, and
-    its footer's record count compared. Without (a raw shard set) the files are read as they are. A file
+    is first opened (dew.data.record_shards): hashed (local) or fetched whole (gs://) once per host and
+    file, or, for a gs:// shard with a record index, read by range with every block checked; its
+    footer's record count is compared. Without (a raw shard set) the files are read as they are. A file
     is opened in the process that reads it: readers never travel in a pickle.
     """
 
@@ -84,12 +85,7 @@ class CommittedRecords(BatchRecords):
         self.labels = self.files if labels is None else tuple(labels)
         self.directory, self.shards = directory, None if shards is None else tuple(shards)
         self.ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        self._readers: dict[int, Any] = {}
-        self._verified: dict[int, bool] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Readers reopen, and shards are checked again, in the worker that unpickles this.
-        return {**self.__dict__, "_readers": {}, "_verified": {}}
+        self.readers = ShardReaders(self.files, directory=directory, shards=shards)
 
     def __len__(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
@@ -102,40 +98,6 @@ class CommittedRecords(BatchRecords):
         `verified` says whether each came from a file checked against its commit's checksum."""
         raise NotImplementedError
 
-    def _reader(self, file: int) -> Any:
-        reader = self._readers.get(file)
-        if reader is None:
-            path, records = self.files[file], None
-            if self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
-                assert self.directory is not None, "committed shards come with the directory that lists them"
-                path = formats.verify_shard(self.directory, self.shards[file], checksum=True)
-                records = self.shards[file].records
-            # Only bytes checked against the checksum their writer recorded are known to be whole.
-            self._verified[file] = self.shards is not None and integrity.enabled()
-            # meta.json's count placed every record of the split: the footer must agree before one is read.
-            reader = open_array_record(path, where=self.files[file], records=records)
-            self._readers[file] = reader
-        return reader
-
-    def _raw(self, file: int, local: np.ndarray) -> list[bytes]:
-        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
-        order = np.argsort(local, kind="stable")
-        wanted = local[order]
-        reader = self._reader(file)
-        try:
-            if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
-                got = reader.read(int(wanted[0]), int(wanted[-1]) + 1)
-            else:
-                got = reader.read(wanted.tolist())
-        except Exception as error:
-            raise formats.DamagedError(
-                f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
-            ) from None
-        out: list[bytes] = [b""] * len(local)
-        for position, record in zip(order.tolist(), got, strict=True):
-            out[position] = record
-        return out
-
     def read_raw(self, indices: np.ndarray) -> tuple[list[bytes], list[str], list[int]]:
         """The packed records at `indices`, where each is, and the file each came from."""
         indices = np.asarray(indices, dtype=np.int64)
@@ -143,18 +105,14 @@ class CommittedRecords(BatchRecords):
             raise IndexError(f"record {int(indices.max())} is outside these {len(self)} {self.WHAT}")
         file_of = np.searchsorted(self.ends, indices, side="right")
         local = indices - np.concatenate([np.zeros(1, dtype=np.int64), self.ends])[file_of]
-        raw: list[bytes] = [b""] * len(indices)
-        for file in np.unique(file_of).tolist():
-            rows = np.flatnonzero(file_of == file)
-            for row, record in zip(rows.tolist(), self._raw(file, local[rows]), strict=True):
-                raw[row] = record
+        raw = self.readers.read(file_of, local)
         files = file_of.tolist()
         where = [f"{self.labels[f]} record {i}" for f, i in zip(files, local.tolist(), strict=True)]
         return raw, where, files
 
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         raw, where, files = self.read_raw(indices)
-        return self.decode(raw, where, [self._verified[f] for f in files])
+        return self.decode(raw, where, [self.readers.verified(f) for f in files])
 
 
 class Window(BatchRecords):

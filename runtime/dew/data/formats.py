@@ -97,6 +97,11 @@ class Shard:
     big-endian uint32s, and blocks_crc32c is that file's own crc32c. A gs:// reader fetches byte ranges
     rounded out to whole blocks and checks each block before its bytes are used; a shard without them
     is fetched and checked whole.
+
+    index_version and index_crc32c (ArrayRecord shards of writers since the record index; 0 and ""
+    before): `<name>.index` (`record_index.index_name`) gives the byte range of each record's chunk
+    and of what an ArrayRecordReader reads on open, so a gs:// reader fetches a batch's records only;
+    index_crc32c is that file's crc32c. They come only with block checksums.
     """
 
     name: str
@@ -107,11 +112,13 @@ class Shard:
     crc32c: str = ""
     block_bytes: int = 0
     blocks_crc32c: str = ""
+    index_version: int = 0
+    index_crc32c: str = ""
 
     def __post_init__(self) -> None:
         if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
             raise ValueError(f"shard name {self.name!r} is not <split>-SSSSS-of-NNNNN.<ext> inside the directory")
-        for name in ("records", "units", "bytes", "block_bytes"):
+        for name in ("records", "units", "bytes", "block_bytes", "index_version"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
@@ -125,9 +132,19 @@ class Shard:
                 f"got {self.block_bytes!r} and {self.blocks_crc32c!r}"
             )
 
+        if bool(self.index_version) != bool(self.index_crc32c) or (self.index_version and not self.block_bytes):
+            raise ValueError(
+                f"shard {self.name}: index_version and index_crc32c come together, and only with block checksums, "
+                f"got {self.index_version!r}, {self.index_crc32c!r} and block_bytes {self.block_bytes!r}"
+            )
+        if self.index_crc32c and not (isinstance(self.index_crc32c, str) and _CRC32C.match(self.index_crc32c)):
+            raise ValueError(
+                f"shard {self.name}: index_crc32c must be eight lowercase hex digits, got {self.index_crc32c!r}"
+            )
+
     def to_json(self) -> dict[str, Any]:
         entry = dataclasses.asdict(self)
-        for name in ("crc32c", "block_bytes", "blocks_crc32c"):
+        for name in ("crc32c", "block_bytes", "blocks_crc32c", "index_version", "index_crc32c"):
             if not entry[name]:
                 del entry[name]  # as an older writer wrote it
         return entry

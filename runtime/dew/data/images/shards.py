@@ -56,8 +56,9 @@ class ImageRecords(CommittedRecords):
 
     A batch holds `image` (the stored bytes), `caption` (str) when captioned, the offline `input_ids`
     and `attention_mask` (int32) when present, and every extra field as bytes. A file is opened on its
-    first read, in the process that reads it; a gs:// shard of a committed directory is fetched into
-    the local cache and checked against meta.json then.
+    first read, in the process that reads it (dew.data.record_shards): a gs:// shard of a committed
+    directory with a record index is read by range, a batch fetching its records' chunks only; one
+    without is fetched into the local cache and checked against meta.json then.
     """
 
     WHAT = "image records"

@@ -10,6 +10,7 @@ import numpy as np
 
 from dew.data import committed, formats, locations, ranges, remote
 from dew.data.pieces import offline_pieces
+from dew.data.record_shards import is_indexed
 from dew.data.sections import TokensSection
 from dew.data.tokens.sources import TokenSource
 from dew.data.tokens.token_bytes import TokenBytes
@@ -38,10 +39,16 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
             return TokenBytes(path, split=split)
         tokens = meta.tokens
         ranged = None
+        # Records read without a field are raw ids, which the index names "".
+        pieces = offline_pieces(path, meta, split, (field or "") if kind == "array_record" else field)
+        by_record = kind == "array_record" and pieces is not None and all(is_indexed(s) for s in shards)
         if kind == "parquet" and remote.is_remote(path) and all(ranges.is_ranged(s) for s in shards):
             # Footers and row groups read by range, every block checked (dew.data.ranges).
             files = [os.path.join(path, s.name) for s in shards]
             ranged = [ranges.RangedShard(f, s) for f, s in zip(files, shards, strict=True)]
+        elif by_record and remote.is_remote(path):
+            # Each read fetches its records' chunks, every block checked (dew.data.record_shards).
+            files = [os.path.join(path, s.name) for s in shards]
         else:
             files = [formats.verify_shard(path, s) for s in shards]
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
@@ -53,11 +60,9 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         }
         source: TokenRecords | TokenColumn
         if kind == "array_record":
-            # Records read without a field are raw ids, which the index names "".
-            pieces = offline_pieces(path, meta, split, field or "")
-            source = TokenRecords(files, field=field, pieces=pieces, shards=checked, **common)
+            direct = (path, shards) if by_record and remote.is_remote(path) else None
+            source = TokenRecords(files, field=field, pieces=pieces, shards=checked, by_record=direct, **common)
         else:
-            pieces = offline_pieces(path, meta, split, field)
             source = TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
         _check_records(path, shards, source)
         return source

@@ -28,7 +28,8 @@ class TokenRecords(Pieces):
     it, building the source reads every record once to learn the lengths. Files open on first read,
     and spans read contiguous record ranges, ArrayRecord's fastest access. shards, meta.json's entries
     for paths, has each file checked against its checksum when it is first opened; ids at or above
-    vocab_size are refused as they are read.
+    vocab_size are refused as they are read. With `by_record`, the committed gs:// directory whose
+    shards paths are (each with a record index), records are read by range (dew.data.record_shards).
     """
 
     def __init__(
@@ -41,12 +42,20 @@ class TokenRecords(Pieces):
         pieces: PieceIndex | None = None,
         shards: Sequence[formats.Shard] | None = None,
         vocab_size: int | None = None,
+        by_record: tuple[str, Sequence[formats.Shard]] | None = None,
     ) -> None:
         self.paths, self.field, self.dtype, self.eos_id = tuple(paths), field, np.dtype(dtype), eos_id
         self.shards = None if shards is None else tuple(shards)
         self.vocab_size = vocab_size
         if not self.paths:
             raise ValueError("TokenRecords needs at least one ArrayRecord file")
+        self._by_record = None
+        if by_record is not None:
+            from dew.data.record_shards import ShardReaders
+
+            if pieces is None:
+                raise ValueError("a TokenRecords read by record needs the offline piece index")
+            self._by_record = ShardReaders(self.paths, directory=by_record[0], shards=by_record[1])
         self._readers: dict[int, Any] = {}
         self.pieces: PieceIndex | None = None
         if pieces is None:
@@ -107,7 +116,10 @@ class TokenRecords(Pieces):
     def _read(self, file: int, lo: int, hi: int) -> list[np.ndarray]:
         path = self.paths[file]
         try:
-            raw = self._reader(file).read(lo, hi)
+            if self._by_record is not None:  # its own errors name the shard
+                raw = self._by_record.read(np.full(hi - lo, file), np.arange(lo, hi))
+            else:
+                raw = self._reader(file).read(lo, hi)
         except formats.DamagedError:
             raise  # opening it found the damage, and says which file and what to do
         except Exception as error:

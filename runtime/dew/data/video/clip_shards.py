@@ -34,7 +34,8 @@ _log = logging.getLogger(__name__)
 class ClipRecords(CommittedRecords):
     """Every clip of one split's ArrayRecord shards, in order; a shard is opened on its first read, in
     the process that reads it, and checked against meta.json's checksum then (once per host and file,
-    as every committed shard is), a gs:// one after its fetch into the local cache."""
+    as every committed shard is; dew.data.record_shards): a gs:// one by block as a batch reads its
+    records' ranges when it has a record index, else whole after its fetch into the local cache."""
 
     WHAT = "clips"
 
