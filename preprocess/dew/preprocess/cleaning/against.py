@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import apache_beam as beam
 
-from dew.data import committed, formats
+from dew.data import committed, formats, locations
 from dew.data.extras import require
 from dew.data.sections import DocumentsSection
 from dew.preprocess import files
@@ -23,7 +23,7 @@ _BATCH = 1024
 def is_documents_directory(path: str) -> bool:
     """Whether an --input names a folder a dew job wrote (committed or not), to be read as a documents
     corpus; any other folder is left to the file listing, which says how to name its files."""
-    if any(c in path for c in "*?[") or not formats.is_directory(path):
+    if any(c in path for c in "*?[") or not locations.is_directory(path):
         return False
     names = committed.listing(path)
     return committed.META in names or bool(committed.dew_signs(names))
@@ -62,7 +62,7 @@ def text_inputs(patterns: list[str], text_field: str) -> tuple[files.InputFile, 
 
     A documents shard keeps its text in the column `text`, which must then be the --text_field.
     """
-    expanded = []
+    expanded: list[str] = []
     for pattern in patterns:
         if is_documents_directory(pattern):
             if text_field != "text":
