@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dew.data import ArrayRecordImages, Loading, blockcache, formats, ranges, record_shards, remote
+from dew.data.committed_records import VERIFIED
 from dew.data.images import shards as image_shards
-from dew.data.images.batches import VERIFIED
 from dew.data.record_index import RecordIndex, index_name
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
@@ -67,6 +67,11 @@ def _blocks(local: str, indices: np.ndarray, opened: set[int]) -> tuple[int, int
     return size, chunk_bytes
 
 
+
+def _records(directory: str) -> image_shards.ImageRecords:
+    """The train split's records of a committed images directory, local or gs://."""
+    return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
+
 def _whole_shards(cache: str) -> list[str]:
     found = [(d, n) for d, _, names in os.walk(cache) for n in names if n.endswith(".array_record")]
     return [n for d, n in found if remote.blocks_dir() not in d]
@@ -74,8 +79,8 @@ def _whole_shards(cache: str) -> list[str]:
 
 def test_a_first_batch_fetches_its_records_chunks_and_each_shards_open_ranges(gcs_emulator, cache, tmp_path) -> None:
     local, uri = _corpus(tmp_path, "records-first")
-    near, _ = image_shards.committed(local, "train")
-    far, _ = image_shards.committed(uri, "train")
+    near = _records(local)
+    far = _records(uri)
     assert all(record_shards.is_indexed(s) for s in far.shards)
     corpus = sum(s.bytes for s in far.shards)
     batch = np.random.default_rng(0).choice(len(near), 32, replace=False)
@@ -102,11 +107,11 @@ def test_disk_held_stays_within_the_budget_over_an_epoch_of_a_corpus_five_times_
     gcs_emulator, cache, tmp_path, monkeypatch
 ) -> None:
     local, uri = _corpus(tmp_path, "records-epoch", shards=5, each=24)
-    near, _ = image_shards.committed(local, "train")
+    near = _records(local)
     corpus = sum(s.bytes for s in near.shards)
     budget = corpus // 5
     monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
-    far, _ = image_shards.committed(uri, "train")
+    far = _records(uri)
     order = np.random.default_rng(2).permutation(len(near))
     most, before = 0, ranges.FETCHED.bytes
     for batch in np.array_split(order, len(order) // 8):
@@ -124,8 +129,8 @@ def test_a_page_punched_out_between_fetch_and_read_costs_a_refetch_never_a_wrong
     gcs_emulator, cache, tmp_path, monkeypatch
 ) -> None:
     local, uri = _corpus(tmp_path, "records-race", shards=2)
-    near, _ = image_shards.committed(local, "train")
-    far, _ = image_shards.committed(uri, "train")
+    near = _records(local)
+    far = _records(uri)
     real, punched = ranges.read, []
 
     def read_then_evict(requests):
@@ -162,8 +167,8 @@ def test_a_damaged_record_is_refused_naming_shard_and_block(gcs_emulator, cache,
     data[(lo + hi) // 2] ^= 0xFF  # same size, one byte inside record 7's chunk flipped
     with remote._filesystem().open(f"{uri}/{name}", "wb") as f:
         f.write(bytes(data))
-    far, _ = image_shards.committed(uri, "train")
-    near, _ = image_shards.committed(local, "train")
+    far = _records(uri)
+    near = _records(local)
     _same(far.read_batch(np.array([0, 20])), near.read_batch(np.array([0, 20])))
     with pytest.raises(formats.DamagedError, match=rf"{name}: block {(lo + hi) // 2 // BLOCK} .* fails its crc32c"):
         far.read_batch(np.array([7]))
@@ -182,8 +187,8 @@ def test_range_requests_of_records_survive_throttling_resets_and_short_bodies(
         Fault("truncate", path=shard, ranged=True, fraction=0.3),
         Fault("slow", path=shard, ranged=True, pieces=3, pause=0.02),
     )
-    near, _ = image_shards.committed(local, "train")
-    far, _ = image_shards.committed(uri, "train")
+    near = _records(local)
+    far = _records(uri)
     for batch in (np.arange(0, 30, 3), np.arange(1, 30, 4), np.arange(2, 30, 5)):
         _same(far.read_batch(batch), near.read_batch(batch))
     assert not gcs_faults.pending(), "every scheduled fault met a range request"
@@ -195,8 +200,8 @@ def test_whole_shards_without_an_index_or_with_ranges_off(gcs_emulator, cache, t
     if why == "DEW_GCS_RANGES=0":
         monkeypatch.setenv("DEW_GCS_RANGES", "0")
     local, uri = _corpus(tmp_path, f"records-whole-{len(why)}", shards=2, checksums=why != "no record index")
-    near, _ = image_shards.committed(local, "train")
-    far, _ = image_shards.committed(uri, "train")
+    near = _records(local)
+    far = _records(uri)
     assert not any(record_shards.is_indexed(s) for s in far.shards)
     _same(far.read_batch(np.array([3, 1, 4])), near.read_batch(np.array([3, 1, 4])))
     assert _whole_shards(cache) == [formats.shard_name("train", 0, 2, "array_record")]
