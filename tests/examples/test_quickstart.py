@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ def losses(path: Path) -> list[tuple[int, float]]:
 
 
 def test_the_quickstart_resumes_after_a_kill_with_the_same_losses(tmp_path: Path) -> None:
-    # Checkpoints every 4 steps and a kill at step 10: the resume starts at step 8 and takes 9 and 10 again.
+    # Checkpoints every 4 steps and a kill at step 10: the resume starts at step 8 (or 4, see below) and
+    # takes the steps after it again.
     flags = ["--steps", "12", "--checkpoint_every", "4", "--kill_at", "10", "--workdir", str(tmp_path)]
     in_memory = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
     done = subprocess.run(
@@ -32,12 +34,16 @@ def test_the_quickstart_resumes_after_a_kill_with_the_same_losses(tmp_path: Path
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "resumed at step 8 after a kill at step 10: all 12 losses equal bit for bit" in done.stdout
+    # Orbax finishes a save in the background: a kill at step 10 on a loaded machine can come before step
+    # 8's save is final, and the resume then starts from step 4, as a real preemption would.
+    resumed = re.search(r"resumed at step (\d+) after a kill at step 10: all 12 losses equal bit for bit", done.stdout)
+    assert resumed is not None and int(resumed.group(1)) in (4, 8), done.stdout[-3000:]
+    start = int(resumed.group(1))
 
     # The example checks itself; this checks its logs independently. JSON keeps a float's every bit.
     whole = losses(tmp_path / "uninterrupted" / "losses.jsonl")
     assert [step for step, _ in whole] == list(range(1, 13))
     stopped = losses(tmp_path / "stopped" / "losses.jsonl")
-    assert [step for step, _ in stopped] == [*range(1, 11), *range(9, 13)]
+    assert [step for step, _ in stopped] == [*range(1, 11), *range(start + 1, 13)]
     assert [loss for _, loss in stopped] == [dict(whole)[step] for step, _ in stopped]
     assert len(set(dict(whole).values())) > 1  # the model did train
