@@ -1,4 +1,5 @@
-"""The Example of every public spec's docstring, and of load and Dataset, runs and shows what it says."""
+"""The Example of every public spec's docstring, of load and Dataset, and of the values a load takes, runs
+and shows what it says."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from dew.data import Dataset, DatasetSpec, datasets, load
 
 pytestmark = pytest.mark.slow  # the load example imports HF datasets
 
-# Each kind's docstring, the bases whose docstrings document the fields kinds share, load and Dataset.
+# Each kind's docstring, the bases whose docstrings document the fields kinds share, load and Dataset,
+# and the value types a load takes: Loading, DataPartition, Ramp, DataPhase and the two processors.
 DOCUMENTED = sorted(
     {kind for kind in datasets.values() if kind.__module__.startswith("dew.data.")}
     | {DatasetSpec, Dataset, load, DatasetSpec.load}
-    | {dew.data.ImageDataset, dew.data.VideoDataset},
+    | {dew.data.ImageDataset, dew.data.VideoDataset}
+    | {dew.data.Loading, dew.data.DataPartition, dew.data.Ramp, dew.data.DataPhase}
+    | {dew.data.AutoTextTokenizer, dew.data.AutoAudioProcessor},
     key=lambda obj: obj.__qualname__,
 )
 

@@ -28,6 +28,15 @@ class AutoTextTokenizer:
     the Hugging Face layout; transformers loads on the first call, in the process that makes it, so
     the tokenizer travels to grain workers as its name. tensor_type is what the arrays come back as;
     "np" gives int32 numpy arrays, which is what every dew reader hands on.
+
+    Args:
+        tensor_type: What the arrays come back as ("np": int32 numpy arrays).
+        modelname: A hub name or a local tokenizer directory (docs/offline.md makes one).
+
+    Examples:
+        >>> from dew.data import AutoTextTokenizer
+        >>> AutoTextTokenizer(modelname="local/clip-tokenizer")  # nothing loads until the first call
+        AutoTextTokenizer(tensor_type='np', modelname='local/clip-tokenizer')
     """
 
     def __init__(self, tensor_type: str = "np", modelname: str = "openai/clip-vit-large-patch14") -> None:

@@ -37,6 +37,22 @@ class Loading:
     corpus or a chat file reads in process, and a top-level script over it needs no main guard. A
     count the caller set is kept. "Default" means equal to the default: equal Loadings start the
     same, and a config read back from JSON cannot tell `Loading()` from `Loading(workers=32)`.
+
+    Args:
+        workers: Worker processes per host (0: read in the training process). The default starts
+            workers only for kinds that decode their records, see `started`.
+        threads: Reads one worker keeps in flight.
+        read_buffer: Records one worker reads ahead of the batch it is building.
+        worker_buffer: Whole batches one worker keeps ready for the trainer.
+
+    Examples:
+        >>> from dew.data import Loading
+        >>> Loading(workers=0)
+        Loading(workers=0, threads=64, read_buffer=128, worker_buffer=2)
+        >>> Loading().started(decodes=False).workers  # a token corpus reads in process by default
+        0
+        >>> Loading(workers=1).started(decodes=False).workers  # a count the caller set is kept
+        1
     """
 
     workers: int = _WORKERS

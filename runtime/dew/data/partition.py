@@ -15,6 +15,17 @@ class DataPartition:
     of one step together hold the same records at every count and a global record count is a place in
     the stream whatever the count. `readers` processes read the same share (devices that split a
     sequence or hold pipeline stages rather than rows); `reader` is which of them this one is.
+
+    Args:
+        index: Which share this process reads, 0 <= index < count.
+        count: How many equal shares a global batch is cut into (usually the data-parallel width).
+        readers: Processes that read the same share (sequence or pipeline parallelism).
+        reader: Which of those `readers` this process is.
+
+    Examples:
+        >>> from dew.data import DataPartition
+        >>> DataPartition(index=1, count=4)
+        DataPartition(index=1, count=4, readers=1, reader=0)
     """
 
     index: int = 0

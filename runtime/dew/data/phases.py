@@ -24,6 +24,15 @@ class DataPhase:
 
     until_step counts steps of the full batch from the run's start; the last phase has None and runs
     on to the end.
+
+    Args:
+        path: A committed corpus path, or a {path: weight} mixture of them.
+        until_step: The step this phase ends before; None for the last phase.
+
+    Examples:
+        >>> from dew.data import DataPhase
+        >>> DataPhase(path={"web": 0.7, "code": 0.3}, until_step=1000)
+        DataPhase(path={'web': 0.7, 'code': 0.3}, until_step=1000)
     """
 
     path: str | Mapping[str, float]

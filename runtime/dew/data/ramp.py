@@ -25,6 +25,16 @@ class Ramp:
     `start` and `increment` are global records a step (MaxText counts them per device: multiply its
     per_device values by the device count). The stage a run is in depends only on how many records it
     has read, which its saved data position already holds, so a resume continues the ramp exactly.
+
+    Args:
+        start: The global batch of the first stage, in records a step.
+        increment: Records a step added at each later stage.
+        samples: Records read over the whole ramp, spread evenly over its increments.
+
+    Examples:
+        >>> from dew.data import Ramp
+        >>> Ramp(start=64, increment=64, samples=10_000)
+        Ramp(start=64, increment=64, samples=10000)
     """
 
     start: int

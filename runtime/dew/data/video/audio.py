@@ -22,6 +22,16 @@ class AutoAudioProcessor:
     it, so the processor travels to grain workers as its name. sampling_rate is the rate of the
     waveforms it is given; None means they are already at the extractor's rate (`rate`), and any other
     rate is resampled to it first, by the resampler video clips use (dew.data.video.audio_track.resample).
+
+    Args:
+        tensor_type: What the arrays come back as ("np": numpy arrays).
+        modelname: A hub name or a local feature-extractor directory (docs/offline.md makes one).
+        sampling_rate: The rate of the waveforms given; None when they are at the extractor's rate.
+
+    Examples:
+        >>> from dew.data import AutoAudioProcessor
+        >>> AutoAudioProcessor(modelname="local/wav2vec2", sampling_rate=16_000)  # loads on first call
+        AutoAudioProcessor(tensor_type='np', modelname='local/wav2vec2', sampling_rate=16000)
     """
 
     def __init__(
