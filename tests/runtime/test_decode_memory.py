@@ -38,6 +38,13 @@ def plain_rgb(raw: bytes, size: int | None = None) -> np.ndarray:
     return pixel_buffer.rgb(image)
 
 
+def animated_webp(rgb: np.ndarray) -> bytes:
+    frames = [Image.fromarray(rgb), Image.fromarray(rgb[::-1].copy())]
+    out = io.BytesIO()
+    frames[0].save(out, "WEBP", save_all=True, append_images=frames[1:], duration=100)
+    return out.getvalue()
+
+
 def every_mode() -> dict[str, bytes]:
     rng = np.random.default_rng(3)
     rgb = rng.integers(0, 256, (203, 157, 3), dtype=np.uint8)
@@ -64,6 +71,10 @@ def every_mode() -> dict[str, bytes]:
         "bilevel png": saved(Image.fromarray(grey > 128), "PNG"),
         "grey alpha png": saved(Image.fromarray(np.dstack([grey, grey[::-1]])), "PNG"),
         "webp": saved(Image.fromarray(rgb), "WEBP", quality=80),
+        "webp lossless": saved(Image.fromarray(rgb), "WEBP", lossless=True),
+        "webp with alpha": saved(Image.fromarray(rgba), "WEBP", quality=80),
+        "webp lossless with alpha": saved(Image.fromarray(rgba), "WEBP", lossless=True),
+        "animated webp": animated_webp(rgb),
         "gif": saved(palette, "GIF"),
         "gif with transparency": saved(transparent, "GIF", transparency=7),
         "bmp": saved(Image.fromarray(rgb), "BMP"),
@@ -96,18 +107,27 @@ def test_a_truncated_file_still_names_its_reason_through_the_buffer() -> None:
 
 _MEASURE = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, sys
     from dew.data.images import pixels
+
+    def high_water():
+        # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of a large pytest
+        # process would start at its parent's peak and show no growth at all.
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmHWM in /proc/self/status")
+
     raw, warm = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
     rules = pixels.ImageRules(max_pixels=10**9)
     pixels.decode(warm, rules=rules)  # libraries loaded and plugins registered before the baseline
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    base = high_water()
     try:
         image = pixels.decode(raw, rules=rules)
         kept = list(image.shape)
     except pixels.ImageRejected as rejected:
         kept = rejected.reason
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = high_water()
     print(json.dumps({"grown": peak - base, "kept": kept}))
     """
 )
@@ -124,6 +144,7 @@ def big_images() -> dict[str, tuple[bytes, str]]:
         "noisy jpeg": (cv2.imencode(".jpg", noisy, [cv2.IMWRITE_JPEG_QUALITY, 75])[1].tobytes(), "jpg"),
         "noisy rgba png": (cv2.imencode(".png", np.dstack([noisy, noisy[..., 0]]), png)[1].tobytes(), "png"),
         "noisy grey png": (cv2.imencode(".png", noisy[..., 0], png)[1].tobytes(), "png"),
+        "noisy webp": (cv2.imencode(".webp", noisy, [cv2.IMWRITE_WEBP_QUALITY, 75])[1].tobytes(), "webp"),
     }
 
 
@@ -142,6 +163,8 @@ def test_peak_memory_of_one_decode_is_bounded_by_the_decoded_image(tmp_path) -> 
         measured = json.loads(run.stdout)
         assert measured["kept"] == (pixels.FLAT_COLOUR if name.startswith("flat") else [SIDE, SIDE, 3]), name
         assert measured["grown"] <= bound, f"{name}: {measured['grown'] / SIDE / SIDE:.2f} bytes a pixel"
+        # The decoded image itself (3 bytes a pixel, grey's buffer included) is seen: the measure is live.
+        assert measured["grown"] >= 2.5 * SIDE * SIDE, f"{name}: only {measured['grown']} bytes measured"
 
 
 def test_the_flat_check_allocates_strips_not_copies_of_the_image() -> None:
@@ -154,3 +177,18 @@ def test_the_flat_check_allocates_strips_not_copies_of_the_image() -> None:
     assert 0.4 < want < 0.5
     with pytest.raises(ImageRejected):
         ImageRules(min_std=0.5).check_pixels(image)
+
+
+def test_still_webps_take_libwebps_own_buffer_and_animated_ones_pillow() -> None:
+    from dew.data.images import webp_buffer
+
+    modes = every_mode()
+    for name in ("webp", "webp lossless", "webp with alpha", "webp lossless with alpha"):
+        image = Image.open(io.BytesIO(modes[name]))
+        got = webp_buffer.decode_rgb(modes[name], *image.size, alpha=image.mode == "RGBA", strip_bytes=1000)
+        assert got is not None, f"{name} fell back to Pillow"
+        np.testing.assert_array_equal(got, plain_rgb(modes[name]), err_msg=name)
+    animated = Image.open(io.BytesIO(modes["animated webp"]))
+    assert animated.is_animated  # decoded by Pillow, first frame: the simple decoder reads stills only
+    cut = modes["webp"][: len(modes["webp"]) // 2]  # refused by libwebp: Pillow's decode then names the damage
+    assert webp_buffer.decode_rgb(cut, 157, 203, alpha=False, strip_bytes=1000) is None

@@ -8,9 +8,10 @@ same buffer strip by strip, behind the rows still to be read: the stored pixels 
 strip's RGB never reaches a row not yet converted. Peak: 4 bytes a pixel for RGB, RGBA and CMYK, 3 for
 grey, palette and 16-bit grey, plus one strip. The pixels are those of Pillow's own conversion.
 
-PNG, JPEG, BMP and TIFF are decoded this way. Other formats (WebP and GIF decode into images of their
-own) and modes Pillow cannot decode into outside memory (bilevel, LA, 32-bit, float) are read the plain
-way: the same pixels, without the bound.
+PNG, JPEG, BMP and TIFF are decoded this way, and a still WebP through libwebp into dew's buffer
+(webp_buffer: 3 bytes a pixel, 4 with alpha). Other formats (GIF, animated WebP) and modes Pillow
+cannot decode into outside memory (bilevel, LA, 32-bit, float) are read the plain way: the same pixels,
+without the bound.
 """
 
 from __future__ import annotations
@@ -41,10 +42,18 @@ _SIXTEEN = ("I;16", "I;16L", "I;16B", "I")
 _STRIP_BYTES = 4 << 20
 
 
-def load_rgb(image: Any) -> np.ndarray:
+def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
     """A just-opened Pillow image (its draft already chosen) decoded to uint8 RGB [height, width, 3],
-    C-contiguous. Raises what Pillow's load raises for damaged data."""
+    C-contiguous. Raises what Pillow's load raises for damaged data. `data`, the bytes it was opened
+    from, lets a still WebP decode through libwebp into dew's own buffer (webp_buffer)."""
     width, height = image.size
+    if image.format == "WEBP" and data is not None and not getattr(image, "is_animated", False):
+        from dew.data.images import webp_buffer
+
+        alpha = image.mode == "RGBA"
+        decoded = webp_buffer.decode_rgb(data, width, height, alpha=alpha, strip_bytes=_STRIP_BYTES)
+        if decoded is not None:
+            return decoded
     plan = _BUFFERED.get(image.mode) if image.format in _BUFFERED_FORMATS else None
     if plan is None or width * height == 0:
         image.load()

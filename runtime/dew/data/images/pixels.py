@@ -119,7 +119,7 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     if size is not None and image.format == "JPEG":
         image.draft("RGB", (size, size))
     try:
-        pixels = pixel_buffer.load_rgb(image)
+        pixels = pixel_buffer.load_rgb(image, data)
     except ImageRejected:
         raise
     except OSError as error:
