@@ -145,6 +145,7 @@ def big_images() -> dict[str, tuple[bytes, str]]:
         "noisy rgba png": (cv2.imencode(".png", np.dstack([noisy, noisy[..., 0]]), png)[1].tobytes(), "png"),
         "noisy grey png": (cv2.imencode(".png", noisy[..., 0], png)[1].tobytes(), "png"),
         "noisy webp": (cv2.imencode(".webp", noisy, [cv2.IMWRITE_WEBP_QUALITY, 75])[1].tobytes(), "webp"),
+        "noisy gif": (saved(Image.fromarray(noisy[..., 0] >> 2, "L").convert("P"), "GIF"), "gif"),
     }
 
 

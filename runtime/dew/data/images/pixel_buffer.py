@@ -10,8 +10,8 @@ grey, palette and 16-bit grey, plus one strip. The pixels are those of Pillow's 
 
 PNG, JPEG, BMP and TIFF are decoded this way, and a still WebP through libwebp into dew's buffer
 (webp_buffer: 3 bytes a pixel, 4 with alpha). Other formats (GIF, animated WebP) and modes Pillow
-cannot decode into outside memory (bilevel, LA, 32-bit, float) are read the plain way: the same pixels,
-without the bound.
+cannot decode into outside memory (bilevel, LA, 32-bit, float) decode into Pillow's own image and are
+converted in strips (in_strips): the same pixels, at Pillow's bytes a pixel plus 3 (4 for a GIF).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
     plan = _BUFFERED.get(image.mode) if image.format in _BUFFERED_FORMATS else None
     if plan is None or width * height == 0:
         image.load()
-        return rgb(image)
+        return in_strips(image)
     as_mode, stored = plan
     pixels = width * height
     buffer = np.empty(max(3, stored) * pixels, np.uint8)
@@ -69,7 +69,7 @@ def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
     image.load()
     if image.mode != as_mode or image.im is not core:
         # The plugin decoded elsewhere and replaced the image (a format that decodes before Pillow's tiles do).
-        return rgb(image)
+        return in_strips(image)
     image._mode = mode if as_mode == "RGBX" else as_mode
     scale_down = bool(source.view(_sixteen_dtype(as_mode)).max(initial=0) > 255) if stored == 2 else None
     out = buffer[: 3 * pixels]
@@ -84,6 +84,24 @@ def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
             strip = rgb(image.crop((0, top, width, bottom)), scale_down=scale_down)
         out[3 * width * top : 3 * width * bottom] = strip.reshape(-1)
     return out.reshape(height, width, 3)
+
+
+def in_strips(image: Any) -> np.ndarray:
+    """A loaded Pillow image that holds its own pixels, as uint8 RGB converted a strip of rows at a time
+    into one array: the peak is Pillow's image, the RGB result and a strip (4 bytes a pixel for palette,
+    grey and bilevel images such as GIFs; 7 for an RGB one), not the 10 of a whole conversion's copies.
+    Every conversion here is pixel by pixel, so strips give the whole image's pixels; 16-bit grey is
+    scaled down by one decision for the whole image, as a whole conversion makes it."""
+    width, height = image.size
+    if width * height == 0:
+        return rgb(image)
+    scale_down = bool(image.getextrema()[1] > 255) if image.mode in _SIXTEEN else None
+    out = np.empty((height, width, 3), np.uint8)
+    rows = max(1, _STRIP_BYTES // (4 * width))
+    for top in range(0, height, rows):
+        bottom = min(height, top + rows)
+        out[top:bottom] = rgb(image.crop((0, top, width, bottom)), scale_down=scale_down)
+    return out
 
 
 def _sixteen_dtype(mode: str) -> np.dtype:
