@@ -26,19 +26,11 @@ from dew.preprocess.cleaning.against import documents_corpus
 from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
 from dew.preprocess.cleaning.minhash import MinHashConfig
 from dew.preprocess.cleaning.plan import CleanPlan
+from dew.preprocess.cleaning.quality import QualityConfig
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.files import manifest_fingerprint
+from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.progress import Phase
 from dew.preprocess.writing import COMMIT, WRITE
-
-
-def quality_config() -> type | None:
-    """The quality filters' config class, or None in a dew without the filters module."""
-    try:
-        from dew.preprocess.cleaning.quality import QualityConfig
-    except ImportError:
-        return None
-    return QualityConfig
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,8 +62,7 @@ def parser() -> argparse.ArgumentParser:
     )
     flags.switch(p, "--quality", "run the quality filters (their thresholds below)")
     p.set_defaults(quality=True)
-    config = quality_config()
-    for field in dataclasses.fields(config) if config is not None else ():
+    for field in dataclasses.fields(QualityConfig):
         _quality_flag(p, field)
     p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
     p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
@@ -99,15 +90,14 @@ def _quality_flag(p: argparse.ArgumentParser, field: dataclasses.Field) -> None:
         p.add_argument(f"--{field.name}", type=kind, default=field.default, help=help)
 
 
-def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, list[str]]:
-    """The plan, its identity and the sorted input paths, all decided on the launcher."""
+def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, tuple[InputFile, ...]]:
+    """The plan, its identity and the input files (sorted by path), all decided on the launcher."""
     inputs = text_inputs(args)
-    config = quality_config()
     try:
         against = tuple(documents_corpus(path) for path in args.against)
         quality = None
-        if config is not None and args.quality:
-            quality = config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config)})
+        if args.quality:
+            quality = QualityConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(QualityConfig)})
         plan = CleanPlan(
             output=args.output.rstrip("/"),
             read=read_options(args),
@@ -127,7 +117,7 @@ def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, list[st
         refusal = flags.output_over_input(plan.output, [corpus.path], flag="--against")
         if refusal:
             raise flags.UsageError(refusal)
-    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), [i.path for i in inputs]
+    return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), inputs
 
 
 def build(pipeline: beam.Pipeline, plan: CleanPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
@@ -141,9 +131,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
-    if quality_config() is None and args.quality:
-        print("clean: this dew has no quality filters (dew.preprocess.cleaning.quality); none runs", file=sys.stderr)
-    plan, identity, paths = plan_from(args)
+    plan, identity, inputs = plan_from(args)
+    paths = [i.path for i in inputs]
     for path in [*paths, *(a.path for a in plan.against)]:
         common.require_remote(options, "--input", path)
     return common.run_committed(
@@ -153,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         lambda p: build(p, plan, identity, paths),
         overwrite=args.overwrite,
         rate=lambda found, seconds: f"documents/s: {found.get('documents_described', 0) / seconds:,.1f}, wall clock",
-        phases=phases(sum(i.size for i in text_inputs(args))),
+        phases=phases(sum(i.size for i in inputs)),
     )
 
 
