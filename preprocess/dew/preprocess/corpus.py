@@ -25,7 +25,7 @@ from dew.preprocess import commit, documents, layout, pack, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import STATS_TAG
 from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
-from dew.preprocess.drops import check_drops
+from dew.preprocess.drops import check_books, check_drops
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
 from dew.preprocess.shard_files import ShardFormat
@@ -121,11 +121,7 @@ def corpus_stats(
     if corpus.first_empty is not None:
         file, row = corpus.first_empty
         examples["no_tokens"] = {"path": paths[file], "row": row}
-    if tallies["documents_in"] != corpus.documents + sum(dropped.values()):
-        raise RuntimeError(
-            f"document accounting is off: {tallies['documents_in']} read in, {corpus.documents} written, "
-            f"{sum(dropped.values())} dropped ({dropped})"
-        )
+    check_books("document", tallies["documents_in"], corpus.documents, dropped)
     return {
         "documents_in": tallies["documents_in"],
         "documents_written": corpus.documents,

@@ -59,3 +59,16 @@ def check_drops(
             line += f" — {hints[reason]}"
         lines.append(line)
     raise user_error(TooManyDropsError("\n".join(lines)))
+
+
+def check_books(what: str, read_in: int, written: int, dropped: Mapping[str, int], *, read: str = "read in") -> None:
+    """Refuses a run whose books do not balance: every `what` read in was written or dropped under a reason.
+
+    A mismatch is dew's bug (a record counted twice, or lost between steps), never the user's input, so it
+    stops the commit with the counts rather than being counted itself.
+    """
+    if read_in != written + sum(dropped.values()):
+        raise RuntimeError(
+            f"{what} accounting is off: {read_in} {read}, {written} written, "
+            f"{sum(dropped.values())} dropped ({dict(dropped)})"
+        )

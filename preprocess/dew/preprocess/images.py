@@ -40,7 +40,7 @@ from dew.data.sections import RESIZE_POLICIES, ImagesSection
 from dew.preprocess import commit, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
-from dew.preprocess.drops import check_drops
+from dew.preprocess.drops import check_books, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, PATH_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
 from dew.preprocess.parked import ParkingFile
 from dew.preprocess.writing import Sharding, write_parked
@@ -223,11 +223,7 @@ def images_stats(
     for reason, count in drops:
         dropped[reason] += count
     written = sum(shard.records for shards in meta.splits.values() for shard in shards)
-    if tallies["images_in"] != written + sum(dropped.values()):
-        raise RuntimeError(
-            f"image accounting is off: {tallies['images_in']} read in, {written} written, "
-            f"{sum(dropped.values())} dropped ({dropped})"
-        )
+    check_books("image", tallies["images_in"], written, dropped)
     return {
         "images_in": tallies["images_in"],
         "images_written": written,

@@ -26,7 +26,7 @@ from dew.data.images import fetch
 from dew.preprocess import commit, files, url_status
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DAMAGED, STATS_TAG
-from dew.preprocess.drops import check_drops
+from dew.preprocess.drops import check_books, check_drops
 from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS
 from dew.preprocess.ingest_plan import IngestPlan
 from dew.preprocess.shard_files import ShardFormat
@@ -105,11 +105,7 @@ def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) 
             to_refetch += len(table.to_refetch())
             status.setdefault(split, []).append(url_status.status_name(shard.name))
     written = sum(shard.records for shards in meta.splits.values() for shard in shards)
-    if rows_in != written + sum(dropped.values()):
-        raise RuntimeError(
-            f"url accounting is off: {rows_in} rows read, {written} written, "
-            f"{sum(dropped.values())} dropped ({dict(dropped)})"
-        )
+    check_books("url", rows_in, written, dropped, read="rows read")
     return {
         "urls_in": rows_in,
         "images_written": written,

@@ -40,7 +40,7 @@ from dew.preprocess.cleaning.removals import Removal, WriteRemovalTable
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
 from dew.preprocess.documents import ReadDocuments
-from dew.preprocess.drops import TooManyDropsError, check_drops
+from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
 from dew.preprocess.shards import GroupByShard, WriteShards, sized_count
 
 TRAIN = "train"
@@ -300,11 +300,7 @@ def clean_stats(
         if of_id is not None:
             found[reason].update(duplicate_of=of_id, duplicate_in=of_in)
     written = sum(shard.records for shards in meta.splits.values() for shard in shards)
-    if tallies["documents_in"] != written + sum(dropped.values()):
-        raise RuntimeError(
-            f"document accounting is off: {tallies['documents_in']} read in, {written} written, "
-            f"{sum(dropped.values())} removed ({dropped})"
-        )
+    check_books("document", tallies["documents_in"], written, dropped)
     return {
         "documents_in": tallies["documents_in"],
         "documents_written": written,
