@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from dew.data import remote
+from dew.data import remote, shard_cache
 
 BASELINE = "reading the same shard files from local disk (page cache warm), whole, one after another"
 SHARDS = 4
@@ -100,18 +100,18 @@ def main() -> None:
             os.environ["DEW_CACHE_DIR"] = cache
 
             def through_cache() -> None:
-                _read_all([remote.fetch(uri, size=size, sha256=sha) for uri, size, sha in shards])
+                _read_all([shard_cache.fetch(uri, size=size, sha256=sha) for uri, size, sha in shards])
 
             def empty_cache() -> None:
                 for directory, _, names in os.walk(cache):
                     for name in names:
                         os.remove(os.path.join(directory, name))
-                remote._CHECKED.clear()
+                shard_cache._CHECKED.clear()
 
             megabytes = SHARDS * SHARD_BYTES / 1e6
             local = _best(lambda: _read_all(locals_))
             cold = _best(through_cache, before=empty_cache)
-            fresh = _best(through_cache, before=remote._CHECKED.clear)
+            fresh = _best(through_cache, before=shard_cache._CHECKED.clear)
             checked = _best(through_cache)
     finally:
         stop.set()

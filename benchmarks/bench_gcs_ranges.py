@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
 
-from dew.data import Loading, blockcache, datasets, formats, ranges, record_shards, remote
+from dew.data import Loading, blockcache, datasets, formats, ranges, record_shards, remote, shard_cache
 from dew.data.images import shards as image_shards
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
@@ -46,6 +46,11 @@ BASELINE = "TokenWindows over the same corpus on local disk, in the same run"
 SHARDS, DOCS, SEQ_LEN, BATCH = 16, 4000, 2048, 32
 BANDWIDTH = 200e6  # bytes/s, every request together
 STEADY_STEPS = 40
+
+
+def _image_records(directory: str) -> image_shards.ImageRecords:
+    """The train split's records of a committed images directory, local or gs://."""
+    return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
 
 
 def _proxy(upstream: str, port_file: str, latency: float, stop: Event) -> None:
@@ -105,7 +110,7 @@ def _fresh_cache(scratch: str, budget: int) -> None:
     os.environ["DEW_CACHE_DIR"], os.environ["DEW_CACHE_BYTES"] = cache, str(budget)
     ranges._SUMS.clear()
     record_shards._INDEXES.clear()
-    remote._CHECKED.clear()
+    shard_cache._CHECKED.clear()
 
 
 def _stream(path: str, read_buffer: int = 128) -> Any:
@@ -241,7 +246,7 @@ def _chunk_bytes(local: str) -> np.ndarray:
 
 def _image_epoch(path: str) -> tuple[float, int]:
     """(records/s, most disk the block cache held) over one epoch of batches in a fixed random order."""
-    records, _ = image_shards.committed(path, "train")
+    records = _image_records(path)
     order = np.random.default_rng(3).permutation(len(records))
     start, most = time.perf_counter(), 0
     for batch in np.array_split(order, len(order) // IMAGE_BATCH):
@@ -255,12 +260,12 @@ def _measure_images(scratch: str, local: str, uri: str, whole: str, latency: flo
     corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
     batch = np.random.default_rng(4).choice(len(chunks), IMAGE_BATCH, replace=False)
     _fresh_cache(scratch, 64 << 30)
-    image_shards.committed(whole, "train")[0].read_batch(batch)
+    _image_records(whole).read_batch(batch)
     cached = [os.path.join(d, n) for d, _, ns in os.walk(remote.cache_dir()) for n in ns]
     whole_first = sum(os.path.getsize(p) for p in cached if p.endswith(".array_record"))
     _fresh_cache(scratch, 64 << 30)
     before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
-    image_shards.committed(uri, "train")[0].read_batch(batch)
+    _image_records(uri).read_batch(batch)
     first, index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
     budget = corpus // 5
     _fresh_cache(scratch, budget)

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import formats, remote
+from dew.data import formats, remote, shard_cache
 from dew.data.sections import TokensSection
 from tests.conftest import BUCKET
 
@@ -74,7 +74,7 @@ def test_an_uncommitted_remote_directory_is_refused(gcs_emulator, cache) -> None
 
 def _fetch(args: tuple[str, int, str]) -> str:
     uri, size, sha = args
-    return remote.fetch(uri, size=size, sha256=sha)
+    return shard_cache.fetch(uri, size=size, sha256=sha)
 
 
 def test_worker_processes_share_one_download(gcs_emulator, cache) -> None:
@@ -94,12 +94,12 @@ def test_the_cache_keeps_to_its_budget(gcs_emulator, cache, monkeypatch) -> None
         data = bytes([i]) * 1000
         uri = f"gs://{BUCKET}/remote-d/{i}.bin"
         _upload(uri, data)
-        paths.append(remote.fetch(uri, size=1000, sha256=hashlib.sha256(data).hexdigest()))
+        paths.append(shard_cache.fetch(uri, size=1000, sha256=hashlib.sha256(data).hexdigest()))
     assert not os.path.exists(paths[0]) and all(os.path.exists(p) for p in paths[1:])
     with pytest.raises(OSError, match="cannot fit 4000 bytes"):
         big = b"x" * 4000
         _upload(f"gs://{BUCKET}/remote-d/big.bin", big)
-        remote.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=4000)
+        shard_cache.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=4000)
 
 
 def _upload_directory(local: str, uri: str) -> None:

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from dew.data import remote
+from dew.data import remote, shard_cache
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault, FaultProxy
 from tests.runtime.test_remote import _upload, _upload_directory
@@ -70,7 +70,7 @@ def test_every_fault_is_retried_and_only_verified_bytes_are_cached(gcs_faults: F
         Fault("truncate", path=MEDIA, fraction=0.9),
         Fault("slow", path=MEDIA),
     )
-    local = remote.fetch(uri, size=len(data), sha256=sha)
+    local = shard_cache.fetch(uri, size=len(data), sha256=sha)
     assert not gcs_faults.pending()
     with open(local, "rb") as f:
         assert f.read() == data
@@ -84,7 +84,7 @@ def test_backoff_is_exponential_with_jitter_and_bounded(gcs_faults: FaultProxy, 
     monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
     gcs_faults.inject(Fault("503", path=MEDIA, times=1000))
     with pytest.raises(OSError, match=r"bounded\.bin: still failing after \d+ attempts within 20 s"):
-        remote.fetch(uri, size=len(data), sha256=sha)
+        shard_cache.fetch(uri, size=len(data), sha256=sha)
     assert sum(clock.sleeps) <= 20
     for tries, slept in enumerate(clock.sleeps):
         assert 0 <= slept <= min(remote._MAX_DELAY, remote._FIRST_DELAY * 2**tries)
@@ -97,18 +97,18 @@ def test_a_retry_after_beyond_the_budget_fails_at_once(gcs_faults: FaultProxy, c
     monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "5")
     gcs_faults.inject(Fault("429", path=MEDIA, retry_after="60"))
     with pytest.raises(OSError, match=r"after 1 attempts within 5 s .*HTTP 429"):
-        remote.fetch(uri, size=len(data))
+        shard_cache.fetch(uri, size=len(data))
     assert clock.sleeps == []
 
 
 def test_a_cached_shard_changed_on_disk_is_fetched_again(gcs_faults: FaultProxy, cache) -> None:
     uri, data, sha = _object("changed.bin")
-    local = remote.fetch(uri, size=len(data), sha256=sha)
+    local = shard_cache.fetch(uri, size=len(data), sha256=sha)
     with open(local, "r+b") as f:  # same size, one byte flipped: only the bytes can tell
         f.seek(1000)
         f.write(bytes([data[1000] ^ 0xFF]))
     with pytest.warns(UserWarning, match="changed on disk after download"):
-        assert remote.fetch(uri, size=len(data), sha256=sha) == local
+        assert shard_cache.fetch(uri, size=len(data), sha256=sha) == local
     with open(local, "rb") as f:
         assert f.read() == data
     assert gcs_faults.count(MEDIA) == 2
@@ -116,7 +116,7 @@ def test_a_cached_shard_changed_on_disk_is_fetched_again(gcs_faults: FaultProxy,
 
 def _fetch(args: tuple[str, int, str]) -> str:
     uri, size, sha = args
-    return remote.fetch(uri, size=size, sha256=sha)
+    return shard_cache.fetch(uri, size=size, sha256=sha)
 
 
 def test_worker_processes_download_a_shard_once(gcs_faults: FaultProxy, cache) -> None:

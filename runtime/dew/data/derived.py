@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from dew.data import integrity, npz, remote
+from dew.data import integrity, npz, remote, shard_cache
 from dew.data.remote import DamagedError
 
 _log = logging.getLogger("dew.data")
@@ -61,7 +61,7 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
     if cached:
         if not remote.exists(path):
             return None
-        path = remote.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
+        path = shard_cache.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
     elif not os.path.exists(path):
         return None
     fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"

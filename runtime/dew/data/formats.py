@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from dew.data import committed, integrity, remote
+from dew.data import committed, integrity, remote, shard_cache
 
 # The derived files' contract lives in dew.data.derived; readers and writers reach it through here too.
 from dew.data.derived import derived_path as derived_path
@@ -375,7 +375,7 @@ def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str
     """
     path = os.path.join(remote.resolve(directory), shard.name)
     if remote.is_remote(path):
-        return remote.fetch(path, size=shard.bytes, sha256=shard.sha256)
+        return shard_cache.fetch(path, size=shard.bytes, sha256=shard.sha256)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     check_size(path, shard)

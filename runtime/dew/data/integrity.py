@@ -150,7 +150,7 @@ def verify_once(
     once per host per file state: the verdict is cached under `algorithm`, which names what `digest`
     computes. `fix` follows "fails its <algorithm> check" in the error.
 
-    ctime=False leaves the change time out of the file state, for remote.fetch's cached copies: the
+    ctime=False leaves the change time out of the file state, for shard_cache.fetch's cached copies: the
     cache touches a copy's times on every use, and replaces (never rewrites) a copy it refetches.
     """
     stat = os.stat(path)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dew.data import formats, remote
+from dew.data import formats, remote, shard_cache
 from dew.data.sections import TokensSection
 
 
@@ -28,7 +28,7 @@ def exists(path: str) -> bool:
 def local_file(path: str) -> str:
     """A local path holding the data file `path`: itself (its `~` expanded), or a gs:// file's copy in
     the local cache."""
-    return remote.fetch(path) if remote.is_remote(path) else remote.resolve(path)
+    return shard_cache.fetch(path) if remote.is_remote(path) else remote.resolve(path)
 
 
 def sibling_json(path: str) -> tuple[str, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import remote
+from dew.data import remote, shard_cache
 from dew.data.extras import require
 from dew.data.images import pixels
 from dew.data.video.audio_grid import AudioGrid
@@ -105,12 +105,12 @@ class Clip:
 class Video(AudioTrack):
     """An open video file, closed on exit; `clip` decodes as many clips of it as a caller wants.
 
-    A gs:// path is read through the local cache (dew.data.remote.fetch).
+    A gs:// path is read through the local cache (dew.data.shard_cache.fetch).
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        local = remote.fetch(path) if remote.is_remote(path) else path
+        local = shard_cache.fetch(path) if remote.is_remote(path) else path
         if not os.path.exists(local):
             raise FileNotFoundError(f"{path} does not exist")
         if os.path.getsize(local) == 0:
