@@ -70,7 +70,7 @@ def write_corpus(
                 digest = integrity.Digest(block_bytes=block_bytes)
                 with open(path, "rb") as f:
                     digest.update(f.read())
-                with open(os.path.join(directory, formats.blocks_name(name)), "wb") as f:
+                with open(os.path.join(directory, name + formats.BLOCKS_SUFFIX), "wb") as f:
                     f.write(digest.blocks)
                 blocks = {"block_bytes": block_bytes, "blocks_crc32c": integrity.digest_bytes(digest.blocks)}
                 blocks["crc32c"] = digest.crc32c

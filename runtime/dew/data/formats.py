@@ -75,12 +75,8 @@ def shard_extension(name: str) -> str:
     return parsed[3]
 
 
-def sha256_file(path: str, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+def sha256_file(path: str) -> str:
+    return integrity.digest_file(path, "sha256")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,12 +146,8 @@ class Shard:
         return entry
 
 
+# Beside a shard with block checksums: its crc32c per block (`train-00000-of-00004.bin.blocks`).
 BLOCKS_SUFFIX = ".blocks"
-
-
-def blocks_name(shard: str) -> str:
-    """The file beside shard `shard` holding its block checksums: `train-00000-of-00004.bin.blocks`."""
-    return shard + BLOCKS_SUFFIX
 
 
 class WrongKindError(UserError, ValueError):
