@@ -88,18 +88,21 @@ def test_worker_processes_share_one_download(gcs_emulator, cache) -> None:
 
 
 def test_the_cache_keeps_to_its_budget(gcs_emulator, cache, monkeypatch) -> None:
-    monkeypatch.setenv("DEW_CACHE_BYTES", "2500")
+    os.makedirs(cache, exist_ok=True)
+    block = os.statvfs(cache).f_bsize  # a cached file takes whole blocks, and one more for its checksum
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(7 * block))
     paths = []
     for i in range(3):
-        data = bytes([i]) * 1000
+        data = bytes([i]) * 2 * block
         uri = f"gs://{BUCKET}/remote-d/{i}.bin"
         _upload(uri, data)
-        paths.append(shard_cache.fetch(uri, size=1000, sha256=hashlib.sha256(data).hexdigest()))
+        paths.append(shard_cache.fetch(uri, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+        assert shard_cache.held_bytes() <= 7 * block
     assert not os.path.exists(paths[0]) and all(os.path.exists(p) for p in paths[1:])
-    with pytest.raises(OSError, match="cannot fit 4000 bytes"):
-        big = b"x" * 4000
+    big = b"x" * 7 * block
+    with pytest.raises(OSError, match=f"cannot fit {len(big)} bytes"):
         _upload(f"gs://{BUCKET}/remote-d/big.bin", big)
-        shard_cache.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=4000)
+        shard_cache.fetch(f"gs://{BUCKET}/remote-d/big.bin", size=len(big))
 
 
 def _upload_directory(local: str, uri: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from dew.data import integrity, npz, remote, shard_cache
+from dew.data import integrity, npz, paged, remote, shard_cache
 from dew.data.remote import DamagedError
 
 _log = logging.getLogger("dew.data")
@@ -58,10 +58,11 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
     """
     path = remote.resolve(path)
     cached = remote.is_remote(path)
+    hold = shard_cache.Hold()
     if cached:
         if not remote.exists(path):
             return None
-        path = shard_cache.fetch(path)  # the fingerprint inside says whether it still belongs to the corpus
+        path = shard_cache.fetch(path, holder=hold)  # its fingerprint says whether it belongs to the corpus
     elif not os.path.exists(path):
         return None
     fix = "delete it and the runtime computes it from the shards, or rerun the preprocess job to rewrite it"
@@ -87,6 +88,10 @@ def load_derived(path: str, fingerprint: str, names: Iterable[str]) -> dict[str,
             f"{path} holds the {found[1]} of split {found[0]!r}, not the {_derived_role(path)[1]} of split "
             f"{_derived_role(path)[0]!r}: it was copied or renamed into place; {fix}"
         )
+    if cached:  # an array paged from the cached copy keeps it on disk while it lives
+        for array in arrays.values():
+            if isinstance(array, paged.FileArray):
+                shard_cache.pin(path, array)
     return arrays
 
 

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from dew.data import committed, integrity, remote, shard_cache
@@ -358,16 +358,24 @@ def _read_meta(directory: str, kind: str | None = None) -> Meta:
     return Meta.from_json(data, where=path)
 
 
-def verify_shard(directory: str, shard: Shard, *, checksum: bool = False) -> str:
+def verify_shard(
+    directory: str,
+    shard: Shard,
+    *,
+    checksum: bool = False,
+    holder: object | None = None,
+    close: Callable[[], None] | None = None,
+) -> str:
     """The local path of a committed shard, after checking its size, and with `checksum` its content.
 
     Readers ask for the checksum when they first open a shard: it costs a full read the first time a
     host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
-    A gs:// shard is fetched into the local cache and always checked against its sha256 there.
+    A gs:// shard is fetched into the local cache and always checked against its sha256 there; it stays
+    there while `holder` lives (dew.data.shard_cache.pin, with `close`).
     """
     path = os.path.join(remote.resolve(directory), shard.name)
     if remote.is_remote(path):
-        return shard_cache.fetch(path, size=shard.bytes, sha256=shard.sha256)
+        return shard_cache.fetch(path, size=shard.bytes, sha256=shard.sha256, holder=holder, close=close)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     check_size(path, shard)

@@ -25,10 +25,10 @@ def exists(path: str) -> bool:
     return os.path.exists(remote.resolve(path))
 
 
-def local_file(path: str) -> str:
+def local_file(path: str, holder: object | None = None) -> str:
     """A local path holding the data file `path`: itself (its `~` expanded), or a gs:// file's copy in
-    the local cache."""
-    return shard_cache.fetch(path) if remote.is_remote(path) else remote.resolve(path)
+    the local cache, kept there while `holder` lives (dew.data.shard_cache.pin)."""
+    return shard_cache.fetch(path, holder=holder) if remote.is_remote(path) else remote.resolve(path)
 
 
 def sibling_json(path: str) -> tuple[str, Any]:
@@ -57,6 +57,8 @@ class SingleFile:
     local: str
     tokens: dict[str, Any] | None
     shard: formats.Shard | None
+    # Keeps a gs:// file's cached copy on disk: whoever reads `local` keeps this while it does.
+    hold: shard_cache.Hold | None = None
 
 
 def single_file(path: str) -> SingleFile:
@@ -66,11 +68,15 @@ def single_file(path: str) -> SingleFile:
     reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
     the token fields as it is, and an unlisted file is read as it is."""
     where, data = sibling_json(path)
+    hold = shard_cache.Hold()
     if not is_dew_meta(data):
-        return SingleFile(local_file(path), data, None)
+        return SingleFile(local_file(path, hold), data, None, hold)
     meta = formats.Meta.from_json(data, where=where)
     tokens = meta.expect(TokensSection.KIND, where).to_json()
     name = os.path.basename(path)
     shard = next((s for split in meta.splits.values() for s in split if s.name == name), None)
-    local = local_file(path) if shard is None else formats.verify_shard(os.path.dirname(path) or ".", shard)
-    return SingleFile(local, tokens, shard)
+    if shard is None:
+        local = local_file(path, hold)
+    else:
+        local = formats.verify_shard(os.path.dirname(path) or ".", shard, holder=hold)
+    return SingleFile(local, tokens, shard, hold)

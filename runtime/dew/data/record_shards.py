@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, integrity, ranges, remote
+from dew.data import formats, integrity, ranges, remote, shard_cache
 from dew.data.committed import open_array_record
 from dew.data.formats import Shard
 from dew.data.record_index import INDEX_VERSION, RecordIndex, index_name
@@ -115,16 +115,24 @@ class ShardReaders:
         held = self._open.get(file)
         if held is None:
             ranged, records = self._ranged(file), None
-            path = self.files[file]
+            path, hold = self.files[file], shard_cache.Hold()
             if ranged is not None:
                 path = _sized_mirror(ranged)
             elif self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
-                path = formats.verify_shard(self.directory or "", self.shards[file], checksum=True)
+                path = formats.verify_shard(self.directory or "", self.shards[file], checksum=True, holder=hold)
             if self.shards is not None:
                 records = self.shards[file].records
             # meta.json's count placed every record of the split: the footer must agree before one is read.
-            held = self._open[file] = _Open(open_array_record(path, where=self.files[file], records=records), ranged)
+            reader = open_array_record(path, where=self.files[file], records=records)
+            if ranged is None and remote.is_remote(self.directory or ""):
+                # A whole cached copy stays on disk while its reader lives; the cache may ask for it back.
+                shard_cache.pin(path, reader, shard_cache.closer(self, "_let_go", file))
+            held = self._open[file] = _Open(reader, ranged)
         return held
+
+    def _let_go(self, file: int) -> None:
+        """Drops this process's reader of a whole cached file (closed once no read is using it)."""
+        self._open.pop(file, None)
 
     def _read(self, file: int, local: np.ndarray) -> list[bytes]:
         """Records `local` of one file, in that order, in one read: a range when they are contiguous."""

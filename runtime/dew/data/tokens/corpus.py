@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import committed, formats, locations, ranges, remote
+from dew.data import committed, formats, locations, ranges, remote, shard_cache
 from dew.data.pieces import offline_pieces
 from dew.data.record_shards import is_indexed
 from dew.data.sections import TokensSection
@@ -38,7 +38,7 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "bin":
             return TokenBytes(path, split=split)
         tokens = meta.tokens
-        ranged = None
+        ranged, hold = None, shard_cache.Hold()
         # Records read without a field are raw ids, which the index names "".
         pieces = offline_pieces(path, meta, split, (field or "") if kind == "array_record" else field)
         by_record = kind == "array_record" and pieces is not None and all(is_indexed(s) for s in shards)
@@ -49,8 +49,8 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         elif by_record and remote.is_remote(path):
             # Each read fetches its records' chunks, every block checked (dew.data.record_shards).
             files = [os.path.join(path, s.name) for s in shards]
-        else:
-            files = [formats.verify_shard(path, s) for s in shards]
+        else:  # a gs:// shard without block checksums is fetched whole, and kept while the source lives
+            files = [formats.verify_shard(path, s, holder=hold) for s in shards]
         # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
         checked = None if remote.is_remote(path) else shards
         common: dict[str, Any] = {
@@ -65,6 +65,7 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         else:
             source = TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
         _check_records(path, shards, source)
+        source.hold = hold
         return source
     if not locations.exists(path):
         raise FileNotFoundError(f"no token corpus at {path}")
@@ -80,11 +81,15 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         "shards": None if shard is None or remote.is_remote(path) else [shard],
     }
     path = single.local
+    opened: TokenRecords | TokenColumn
     if path.endswith(".array_record"):
-        return TokenRecords([path], field=field, **common)
-    if path.endswith(".parquet"):
-        return TokenColumn([path], column=field, **common)
-    raise ValueError(f"{path}: a token corpus is a committed directory or a .bin, .array_record or .parquet file")
+        opened = TokenRecords([path], field=field, **common)
+    elif path.endswith(".parquet"):
+        opened = TokenColumn([path], column=field, **common)
+    else:
+        raise ValueError(f"{path}: a token corpus is a committed directory or a .bin, .array_record or .parquet file")
+    opened.hold = single.hold
+    return opened
 
 
 def _check_records(directory: str, shards: tuple[formats.Shard, ...], source: TokenRecords | TokenColumn) -> None:

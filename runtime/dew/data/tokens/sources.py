@@ -94,6 +94,8 @@ class Pieces:
     dtype: np.dtype
     eos_id: int | None
     piece_ends: np.ndarray
+    # Keeps the gs:// files read whole in the local cache while the source lives (dew.data.shard_cache).
+    hold: object | None = None
 
     def piece(self, index: int) -> np.ndarray:
         raise NotImplementedError

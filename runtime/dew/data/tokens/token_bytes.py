@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, locations, ranges, remote
+from dew.data import formats, locations, ranges, remote, shard_cache
 from dew.data.tokens.sources import (
     bounds,
     dtype_from_meta,
@@ -29,6 +29,7 @@ class TokenBytes:
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:
         self.path = path
+        self._hold: object | None = None
         self._ranged: tuple[ranges.RangedShard, ...] | None = None
         if locations.is_directory(path):
             meta = formats.read_meta(path, kind="tokens")
@@ -59,6 +60,7 @@ class TokenBytes:
             where = os.path.join(os.path.dirname(path) or ".", formats.META)
             self.dtype = dtype_from_meta(sibling, where)
             self.files = (single.local,)
+            self._hold = single.hold  # a gs:// file's cached copy stays while this source lives
             self._directory = os.path.dirname(path) or "."
             self._shards = None if single.shard is None else (single.shard,)
             self._fingerprint = None
@@ -89,9 +91,22 @@ class TokenBytes:
         """A read-only memmap over one file (the only one, for a single .bin), a committed shard's content
         verified first (fetched and checked, or hashed, once per host)."""
         file = self.files[shard]
-        if self._shards:
-            file = formats.verify_shard(self._directory, self._shards[shard], checksum=True)
-        return np.memmap(file, dtype=self.dtype, mode="r")
+        if not self._shards:
+            return np.memmap(file, dtype=self.dtype, mode="r")
+        hold = shard_cache.Hold()
+        file = formats.verify_shard(self._directory, self._shards[shard], checksum=True, holder=hold)
+        mapped = np.memmap(file, dtype=self.dtype, mode="r")
+        if remote.is_remote(self._directory):
+            # A cached copy stays on disk while the memmap or a view of it lives; the cache may ask for it back.
+            shard_cache.pin(file, mapped, close=shard_cache.closer(self, "_let_go", shard))
+        return mapped
+
+    def _let_go(self, shard: int) -> None:
+        """Drops this source's handles on one shard's memmap; the next read maps it again."""
+        self._maps.pop(shard, None)
+        self._arrays.pop(shard, None)
+        for key in [k for k in self._spans if k[0] == shard]:
+            self._spans.pop(key, None)
 
     def _map(self, shard: int) -> np.memmap:
         if shard not in self._maps:

@@ -110,7 +110,8 @@ class Video(AudioTrack):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        local = shard_cache.fetch(path) if remote.is_remote(path) else path
+        # A gs:// file's cached copy stays on disk while this Video lives.
+        local = shard_cache.fetch(path, holder=self) if remote.is_remote(path) else path
         if not os.path.exists(local):
             raise FileNotFoundError(f"{path} does not exist")
         if os.path.getsize(local) == 0:
