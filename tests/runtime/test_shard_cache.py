@@ -116,7 +116,9 @@ def test_a_file_held_open_is_never_deleted_and_a_cache_full_of_them_refuses_by_n
     assert not os.path.exists(first) and os.path.exists(second) and _disk_held() <= 4 * block
 
 
-def test_committed_image_shards_fetched_whole_stay_within_the_budget(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+def test_committed_image_shards_fetched_whole_stay_within_the_budget(
+    gcs_emulator, cache, tmp_path, monkeypatch
+) -> None:
     rng = np.random.default_rng(5)
     rows = records(5 * 12, pad=[rng.bytes(int(rng.integers(6000, 12000))) for _ in range(60)])
     local = str(tmp_path / "whole-images")

@@ -228,4 +228,3 @@ class DocumentsSection(Section):
 
     def __post_init__(self) -> None:
         _fields("documents", self.fields, DOCUMENT_FIELDS)
-
