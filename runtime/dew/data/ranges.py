@@ -72,6 +72,9 @@ class RangedShard:
 
     uri: str
     shard: formats.Shard
+    # A raw file (dew.data.record_footer): no block checksums, keyed and fetched by its object generation;
+    # its reader checks what it reads by the file's own hashes.
+    generation: str | None = None
 
     def __post_init__(self) -> None:
         if not self.shard.block_bytes:
@@ -83,7 +86,8 @@ class RangedShard:
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(f"{self.uri}\0{self.shard.sha256}".encode()).hexdigest()[:24]
+        version = self.shard.sha256 if self.generation is None else f"generation {self.generation}"
+        return hashlib.sha256(f"{self.uri}\0{version}".encode()).hexdigest()[:24]
 
     def mirror(self) -> str:
         return blockcache.mirror(self.key, self.shard.name, self.block_bytes)
@@ -108,6 +112,8 @@ class RangedShard:
         return sums
 
     def good(self, block: int, data: bytes) -> bool:
+        if self.generation is not None:
+            return len(data) == self.block_size(block)
         return len(data) == self.block_size(block) and integrity.crc32c_value(data) == int(self.sums()[block])
 
 
@@ -126,7 +132,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
             raise IndexError(f"{shard.uri}: bytes {lo}..{hi} are outside its {shard.shard.bytes}")
         if hi > lo:
             need.setdefault(shard, set()).update(range(lo // shard.block_bytes, (hi - 1) // shard.block_bytes + 1))
-    unknown = [s for s in need if s.key not in _SUMS]
+    unknown = [s for s in need if s.key not in _SUMS and s.generation is None]
     list(_pool().map(RangedShard.sums, unknown))  # the index reads of shards new to this process, at once
     got: dict[RangedShard, dict[int, bytes]] = {}
     touched: dict[str, set[int]] = {}
@@ -176,11 +182,12 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
     lo = first * shard.block_bytes
     hi = min(shard.shard.bytes, (last + 1) * shard.block_bytes)
     url = remote._object_url(shard.uri, media=True)
+    params = {"alt": "media"} if shard.generation is None else {"alt": "media", "generation": shard.generation}
     failures = [0]
 
     def attempt() -> dict[int, bytes]:
         FETCHED.add(requests=1)
-        with remote._get(shard.uri, url, {"alt": "media"}, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
+        with remote._get(shard.uri, url, params, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
             try:
                 body = b"".join(response.iter_content(1 << 20))
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, integrity, ranges, remote, shard_cache
+from dew.data import formats, integrity, ranges, record_footer, remote, shard_cache
 from dew.data.committed import open_array_record
 from dew.data.formats import Shard
 from dew.data.record_index import INDEX_VERSION, RecordIndex, index_name
@@ -35,8 +35,11 @@ def is_indexed(shard: Shard) -> bool:
     return ranges.is_ranged(shard) and shard.index_version == INDEX_VERSION
 
 
-def record_index(shard: ranges.RangedShard) -> RecordIndex:
-    """The shard's record index, read once per process and checked against meta.json."""
+def record_index(shard: ranges.RangedShard) -> RecordIndex | record_footer.RawIndex:
+    """The shard's record index, read once per process and checked against meta.json (a raw file's
+    from its own footer: dew.data.record_footer)."""
+    if shard.generation is not None:
+        return record_footer.index(shard)
     index = _INDEXES.get(shard.key)
     if index is None:
         where = index_name(shard.uri)
@@ -80,6 +83,8 @@ class ShardReaders:
         return self.shards is not None and (self._ranged(file) is not None or integrity.enabled())
 
     def _ranged(self, file: int) -> ranges.RangedShard | None:
+        if self.shards is None and record_footer.wanted(self.files[file]):
+            return record_footer.ranged(self.files[file])  # a raw file: its footer is its index
         if self.shards is None or self.directory is None or not remote.is_remote(self.directory):
             return None
         shard = self.shards[file]
@@ -101,7 +106,7 @@ class ShardReaders:
         ranged = {f: s for f in wanted if (s := self._ranged(f)) is not None}
         if not ranged:
             return
-        unknown = [s for s in ranged.values() if s.key not in _INDEXES]
+        unknown = [s for s in ranged.values() if s.key not in _INDEXES and s.generation is None]
         list(ranges._pool().map(record_index, unknown))
         requests = []
         for file, shard in ranged.items():
@@ -120,11 +125,13 @@ class ShardReaders:
                 path = _sized_mirror(ranged)
             elif self.shards is not None:  # fetched (gs://) or hashed (local) and checked, once per host
                 path = formats.verify_shard(self.directory or "", self.shards[file], checksum=True, holder=hold)
+            elif remote.is_remote(path):  # a raw file whose footer is not read here (record_footer)
+                path = shard_cache.fetch(path, holder=hold)
             if self.shards is not None:
                 records = self.shards[file].records
             # meta.json's count placed every record of the split: the footer must agree before one is read.
             reader = open_array_record(path, where=self.files[file], records=records)
-            if ranged is None and remote.is_remote(self.directory or ""):
+            if ranged is None and remote.is_remote(self.files[file]):
                 # A whole cached copy stays on disk while its reader lives; the cache may ask for it back.
                 shard_cache.pin(path, reader, shard_cache.closer(self, "_let_go", file))
             held = self._open[file] = _Open(reader, ranged)

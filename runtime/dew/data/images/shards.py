@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import formats, locations, remote
+from dew.data import formats, locations, record_footer, remote, shard_cache
 from dew.data.captions import TEXT_FIELDS
 from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.committed import refuse_dew_directory
 from dew.data.committed_records import VERIFIED, WHERE, CommittedRecords, committed_split
 from dew.data.formats import Shard
+from dew.data.record_shards import ShardReaders
 from dew.data.sections import ImagesSection
 
 # The names an image and a caption go by in raw shards, in the order they are looked for.
@@ -154,28 +155,39 @@ def raw_files(directory: str, *, asked: bool) -> list[str]:
 def raw(directory: str, files: Sequence[str]) -> ImageRecords:
     """The records of raw shard files with no meta.json: counts from each footer, fields from record 0.
 
-    A gs:// file is fetched whole into the local cache, since its footer is at its end; a gcsfuse
-    mount of the bucket reads only the footer.
+    A gs:// file is read by range (dew.data.record_footer): its footer, read once, gives its count and
+    where each record lies, and record 0 costs its own chunk; one whose footer cannot be parsed here
+    is fetched whole into the local cache.
     """
     from array_record.python.array_record_module import ArrayRecordReader
 
     if not files:
         raise FileNotFoundError(f"{directory} holds no .array_record files")
-    local, counts, fields = [], [], None
-    for file in files:
-        path = locations.local_file(file)
+    counts, fields = [], None
+    given, files = files, [remote.resolve(f) for f in files]  # a local path's `~` expanded, as it is opened
+    readers = ShardReaders(files)
+    for at, file in enumerate(files):
+        ranged = record_footer.ranged(file) if record_footer.wanted(file) else None
         try:
-            reader = ArrayRecordReader(path, "readahead_buffer_size:0")
-            counts.append(reader.num_records())
-            first = reader.read([0]) if counts[-1] and fields is None else None
-            reader.close()
+            if ranged is not None:
+                counts.append(record_footer.index(ranged).records)
+                first = readers.read(np.array([at]), np.array([0])) if counts[-1] and fields is None else None
+            else:
+                reader = ArrayRecordReader(
+                    locations.local_file(file, hold := shard_cache.Hold()), "readahead_buffer_size:0"
+                )
+                counts.append(reader.num_records())
+                first = reader.read([0]) if counts[-1] and fields is None else None
+                reader.close()
+                del hold
+        except formats.DamagedError:
+            raise
         except Exception as error:
             raise ValueError(f"{file} is not a readable ArrayRecord file: {error}") from None
         if first is not None:
             fields = Fields.of(list(unpack_dict_of_byte_arrays(first[0], f"{file} record 0")), file)
-        local.append(path)
     if fields is None:
         raise ValueError(f"{directory}: its .array_record files hold no records")
-    relative = [os.path.relpath(f, os.path.dirname(directory.rstrip("/"))) for f in files]
+    relative = [os.path.relpath(f, os.path.dirname(directory.rstrip("/"))) for f in given]
     description = {"images": "array_record", "files": relative, "counts": counts}
-    return ImageRecords(local, counts, fields, description)
+    return ImageRecords(files, counts, fields, description)

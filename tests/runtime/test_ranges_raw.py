@@ -1,0 +1,92 @@
+"""Raw ArrayRecord shard sets on gs:// (no meta.json, no sidecars) read by record: each file's own footer,
+read once by range, is its index, so a batch fetches its records' chunks, not whole shards."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from array_record.python.array_record_module import ArrayRecordWriter
+
+from dew.data import ranges, record_footer
+from dew.data.codec import pack_dict_of_byte_arrays
+from dew.data.images import shards as image_shards
+from dew.data.images.corpora import ShardSet
+from tests.conftest import BUCKET
+from tests.runtime.image_support import records
+from tests.runtime.test_ranges import _upload_directory
+
+pytestmark = pytest.mark.gcs
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> str:
+    monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / "cache"))
+    return str(tmp_path / "cache")
+
+
+def _raw_set(tmp_path, name: str, options: list[str], each: int = 20) -> tuple[str, str, list[bytes]]:
+    """A raw set `<name>/arrayrecord2/set/NNNNN.array_record`, one file per writer option string, copied
+    to gs://: (local root, gs:// root, every packed record in order)."""
+    rng = np.random.default_rng(len(options))
+    rows = records(len(options) * each, pad=[rng.bytes(int(rng.integers(5000, 15000))) for _ in options * each])
+    packed = [pack_dict_of_byte_arrays(r) for r in rows]
+    directory = tmp_path / name / "arrayrecord2" / "set"
+    os.makedirs(directory)
+    for index, option in enumerate(options):
+        writer = ArrayRecordWriter(str(directory / f"{index:05d}.array_record"), option)
+        for record in packed[index * each : (index + 1) * each]:
+            writer.write(record)
+        writer.close()
+    uri = f"gs://{BUCKET}/{name}"
+    _upload_directory(str(directory), f"{uri}/arrayrecord2/set")
+    return str(tmp_path / name), uri, packed
+
+
+def _open(root: str, shards: int) -> image_shards.ImageRecords:
+    return ShardSet("arrayrecord2/set", shards).records(root)  # as a named corpus opens its sets
+
+
+def _fetched() -> tuple[int, int]:
+    return ranges.FETCHED.bytes, ranges.FETCHED.index_reads
+
+
+def test_a_raw_set_reads_by_range_the_batches_of_its_local_copy(gcs_emulator, cache, tmp_path) -> None:
+    # zstd (ArrayRecord's default) and uncompressed footers, one record a chunk and four.
+    options = ["group_size:1", "group_size:1,uncompressed", "group_size:4", "group_size:1,zstd:9"]
+    local, uri, packed = _raw_set(tmp_path, "raw-ranged", options)
+    before = _fetched()
+    near, far = _open(local, len(options)), _open(uri, len(options))
+    assert len(far) == len(near) == len(packed) and far.fields == near.fields
+    assert _fetched()[1] - before[1] == len(options), "one footer read per file, to count its records"
+    sizes = sum(os.path.getsize(f) for f in near.files)
+    rng = np.random.default_rng(0)
+    batch = rng.choice(len(packed), 12, replace=False)
+    start = _fetched()
+    got, want = far.read_batch(batch), near.read_batch(batch)
+    fetched, index_reads = (a - b for a, b in zip(_fetched(), start, strict=True))
+    assert got["image"] == want["image"] and got["pad"] == want["pad"] and got["caption"] == want["caption"]
+    assert index_reads == 0, "each footer was read once and kept"
+    touched = {int(i) // 20 for i in batch}
+    group = {0: 1, 1: 1, 2: 4, 3: 1}
+    # A record costs its chunk (four records for the group_size:4 file), rounded out to 4 KiB blocks, and
+    # each touched file its footer and postscript chunks (a block or two each).
+    chunk_bytes = sum(
+        len(b"".join(packed[(i // group[i // 20]) * group[i // 20] :][: group[i // 20]])) for i in batch.tolist()
+    )
+    assert fetched <= 2 * chunk_bytes + len(touched) * 4 * record_footer.BLOCK_BYTES
+    assert fetched < sizes / 2, "whole shards were not fetched"
+    for start_at in range(0, len(packed), 16):
+        indices = np.arange(start_at, min(len(packed), start_at + 16))
+        assert far.read_batch(indices)["pad"] == near.read_batch(indices)["pad"]
+
+
+def test_ranges_off_reads_a_raw_set_whole_with_the_same_batches(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RANGES", "0")
+    local, uri, _ = _raw_set(tmp_path, "raw-whole", ["group_size:1", "group_size:1"])
+    near, far = _open(local, 2), _open(uri, 2)
+    before = _fetched()
+    batch = np.array([3, 25, 7])
+    assert far.read_batch(batch)["pad"] == near.read_batch(batch)["pad"]
+    assert _fetched() == before, "nothing was read by range"
