@@ -14,7 +14,7 @@ from dew.data.images import shards as image_shards
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.runtime.image_support import records, write_committed
-from tests.runtime.test_ranges import _upload_directory
+from tests.runtime.test_ranges import _upload_directory, deleted_open_under
 from tests.runtime.token_support import write_corpus
 
 pytestmark = pytest.mark.gcs
@@ -27,24 +27,8 @@ def cache(tmp_path, monkeypatch) -> str:
     return str(tmp_path / "cache")
 
 
-def _deleted_open() -> int:
-    """Allocated bytes of deleted files this process still holds, by a descriptor or a memory map."""
-    held: dict[tuple[int, int], int] = {}
-    links = [f"/proc/self/fd/{fd}" for fd in os.listdir("/proc/self/fd")]
-    with open("/proc/self/maps") as maps:
-        links += [f"/proc/self/map_files/{line.split()[0]}" for line in maps if line.rstrip().endswith("(deleted)")]
-    for link in links:
-        try:
-            if os.readlink(link).endswith(" (deleted)"):
-                stat = os.stat(link)
-                held[stat.st_dev, stat.st_ino] = stat.st_blocks * 512
-        except OSError:
-            continue
-    return sum(held.values())
-
-
 def _disk_held() -> int:
-    return shard_cache.held_bytes() + _deleted_open()
+    return shard_cache.held_bytes() + deleted_open_under(remote.cache_dir())
 
 
 def _token_corpus(tmp_path, name: str, shards: int) -> tuple[str, str]:
