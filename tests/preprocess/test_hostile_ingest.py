@@ -5,9 +5,13 @@ with no single url stopping it."""
 from __future__ import annotations
 
 import json
+import random
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dew.data import formats
 from dew.pipelines import ingest_urls_job
@@ -17,7 +21,7 @@ pytest.importorskip("cv2")
 pytest.importorskip("skimage.data")
 
 from tests.hang_guard import bounded
-from tests.hostile_http import SIDES, HostileWeb
+from tests.hostile_http import BEHAVIOURS, SIDES, HostileWeb
 
 pytestmark = pytest.mark.beam
 SIZE = 64
@@ -48,10 +52,8 @@ def reasons_by_row(output: Path) -> dict[int, tuple[str, str]]:
     return found
 
 
-def test_every_committed_record_holds_its_own_urls_image_beside_every_lie(hostile_web: HostileWeb, tmp_path) -> None:
-    web = hostile_web
-    rows = web.every_behaviour(0)
-    rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
+def run_and_check(web: HostileWeb, rows: list[str], tmp_path: Path) -> None:
+    """Ingests `rows` from `web` and checks every row's reason, the books and every committed record's image."""
     write_rows(tmp_path / "in" / "urls.parquet", rows)
     out = tmp_path / "out"
     argv = ["--input", str(tmp_path / "in" / "urls.parquet"), "--output", str(out), *FLAGS, *IN_MEMORY]
@@ -82,3 +84,28 @@ def test_every_committed_record_holds_its_own_urls_image_beside_every_lie(hostil
         # The stored image is what the job makes of this url's own bytes, and its sides are the served image's.
         assert record["image"] == plan.images.image_bytes(served), f"the record of {url} holds another image"
         assert (int(record["width"]), int(record["height"])) == SIDES[::-1]
+
+
+def test_every_committed_record_holds_its_own_urls_image_beside_every_lie(hostile_web: HostileWeb, tmp_path) -> None:
+    web = hostile_web
+    rows = web.every_behaviour(0)
+    rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
+    run_and_check(web, rows, tmp_path)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    behaviours=st.lists(st.sampled_from(sorted(BEHAVIOURS)), min_size=2, max_size=8),
+    honest=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_a_random_mix_of_behaviours_through_the_job(behaviours: list[str], honest: int, seed: int) -> None:
+    web = HostileWeb()  # a fresh server each example: what a url answers may depend on what it was asked before
+    try:
+        rows = [web.url(behaviour, i) for i, behaviour in enumerate(behaviours)]
+        rows += [web.url("honest", i) for i in range(len(behaviours), len(behaviours) + honest)]
+        random.Random(seed).shuffle(rows)
+        with tempfile.TemporaryDirectory() as tmp:
+            run_and_check(web, rows, Path(tmp))
+    finally:
+        web.stop()
