@@ -12,9 +12,12 @@ from typing import Annotated
 import pytest
 
 from dew.data import DatasetSpec, Loading, datasets, json_list_argument
+from dew.data.extras import EXTRAS
 from dew.data.registry import Registry
 
-HEAVY = ["cv2", "tensorflow", "tensorflow_datasets", "datasets", "transformers", "av", "apache_beam", "jax", "grain"]
+# Every optional stack (each module an extra installs, from pyproject.toml), and the heavy ones that come
+# without an extra of their own: tensorflow through tensorflow_datasets, grain as a dependency.
+HEAVY = [*EXTRAS, "tensorflow", "grain"]
 
 
 @dataclasses.dataclass(frozen=True)
