@@ -37,7 +37,7 @@ class Job:
         extras: The dew extras the job's workers import on demand: the worker image must install them.
         module: The module that declares the job; filled in by `JOBS`, never written in a declaration.
 
-    Example:
+    Examples:
         >>> from dew.pipelines.jobs import find
         >>> find("tokenize").module
         'dew.pipelines.tokenize_job'
@@ -68,7 +68,7 @@ def declared(package: str = "dew.pipelines") -> tuple[Job, ...]:
     Returns:
         The jobs, the default first.
 
-    Example:
+    Examples:
         >>> [job.name for job in declared()][:2]
         ['tokenize', 'clean']
     """
@@ -127,7 +127,7 @@ def find(name: str) -> Job | None:
     Returns:
         The job, or None when no job has that name.
 
-    Example:
+    Examples:
         >>> find("inspect").beam
         False
     """
