@@ -54,22 +54,15 @@ UNDOCUMENTED = {
     "dew.data.phases.PhasedOrder",
     "dew.data.position.GlobalPosition",
     "dew.data.position.SharePosition",
-    "dew.data.position.describe",
-    "dew.data.position.differences",
     "dew.data.position.parse",
     "dew.data.providers.hf_options.HFOptions",
     "dew.data.providers.hf_source.HFDatasetSource",
-    "dew.data.providers.tfds.TFDSOptions",
     "dew.data.registry.Registry",
     "dew.data.stream.GlobalStream",
     "dew.data.tokenized.tokenized",
     "dew.data.tokens.documents.PackedWindowSource",
-    "dew.data.tokens.documents.TokenDocumentSource",
-    "dew.data.tokens.sources.TokenSource",
-    "dew.data.tokens.token_bytes.TokenBytes",
     "dew.data.tokens.token_column.TokenColumn",
     "dew.data.tokens.token_records.TokenRecords",
-    "dew.data.tokens.windows.TokenWindowSource",
 }
 
 
