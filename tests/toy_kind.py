@@ -140,7 +140,8 @@ def write_pairs(paths: Any, output: str, identity: Any, *, val_fraction: float, 
     )
 
 
-# 5. The job (dew/pipelines/<kind>_job.py, plus its entry in dew.pipelines.jobs.JOBS).
+# 5. The job (dew/pipelines/<kind>_job.py, which also declares itself there with `JOB = Job(...)`; this
+# toy one lives in tests/, so dew-preprocess does not offer it).
 def parser() -> argparse.ArgumentParser:
     from dew.pipelines import flags
 

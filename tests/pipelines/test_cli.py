@@ -261,29 +261,15 @@ def test_a_dataflow_launch_refuses_local_inputs_and_outputs(tmp_path: Path, caps
     assert not (tmp_path / "out").exists()
 
 
-# The extras each job's workers import on demand; the one image runs every job in JOBS.
-WORKER_EXTRAS = {
-    "tokenize": {"hf", "parquet"},
-    "clean": {"parquet"},
-    "pack": {"parquet"},
-    "plan-mixture": set(),
-    "images": {"images", "parquet"},
-    "ingest-urls": {"images", "parquet"},
-    "caption-tokenize": {"hf", "parquet"},
-    "decode-clips": {"video", "parquet"},
-    "inspect": set(),  # runs where it is typed, never on Dataflow
-}
-
-
 def test_the_dataflow_image_holds_what_every_job_of_its_template_imports() -> None:
     """The image installed dew without `video`, so decode-clips, which its template offers, failed on
     every worker importing av."""
     from dew.pipelines.jobs import JOBS
 
-    assert {job.name for job in JOBS} == set(WORKER_EXTRAS), "a new job: say what its workers import"
     dockerfile = (ROOT / "pipelines/dataflow/Dockerfile").read_text()
     installed = set(re.search(r'pip install [^"]*"\.\[([a-z,]+)\]"', dockerfile)[1].split(","))
-    missing = {name: sorted(extras - installed) for name, extras in WORKER_EXTRAS.items() if extras - installed}
+    # Each job declares the extras its workers import on demand (JOB = Job(..., extras=...)).
+    missing = {job.name: sorted(set(job.extras) - installed) for job in JOBS if set(job.extras) - installed}
     assert not missing, f"the image lacks extras these jobs' workers import: {missing}"
 
 

@@ -4,14 +4,45 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from dew.pipelines import cli, metadata
+from dew.pipelines import cli, jobs, metadata
 from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_each_job_is_what_its_module_declares() -> None:
+    """JOBS reads the declarations from source; importing each module gives the same jobs, in place order."""
+    assert [job.name for job in JOBS][:1] == ["tokenize"]  # the flex template's default
+    for job in JOBS:
+        assert dataclasses.replace(job.load().JOB, module=job.module) == job
+    assert [job.place for job in JOBS] == sorted({job.place for job in JOBS})
+    assert set().union(*(job.extras for job in JOBS)) <= set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+
+
+def test_a_declaration_that_is_not_literal_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "somejobs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text('JOB = Job(name="a", place=1, summary="x")\n')
+    (package / "b.py").write_text('SUMMARY = "y"\nJOB = Job(\n    name="b",\n    place=2,\n    summary=SUMMARY,\n)\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"somejobs\.b: JOB = Job"):
+        jobs.declared("somejobs")
+    (package / "b.py").write_text('JOB = Job(\n    name="b",\n    place=1,\n    summary="y",\n)\n')
+    with pytest.raises(ValueError, match=r"jobs somejobs\.a and somejobs\.b declare the same place"):
+        jobs.declared("somejobs")
+    (package / "b.py").write_text('JOB = Job(\n    name="b",\n    place=0,\n    summary="y",\n    extras=["hf"],\n)\n')
+    assert [(job.name, job.module, job.extras) for job in jobs.declared("somejobs")] == [
+        ("b", "somejobs.b", ("hf",)),
+        ("a", "somejobs.a", ()),
+    ]
 
 
 def test_metadata_json_and_the_docs_table_agree_with_the_jobs() -> None:

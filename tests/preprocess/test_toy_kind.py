@@ -4,18 +4,33 @@ files, and its spec reads back every record the inputs held, in its split, with 
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
-from dew.data import DataPartition, Loading, datasets, formats
+from dew.data import DataPartition, Loading, datasets, formats, sections
 from dew.data.sections import SECTIONS
-from tests import toy_kind
 
 pytestmark = pytest.mark.beam
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.fixture
+def toy_kind() -> Iterator[ModuleType]:
+    """tests/toy_kind.py, imported afresh for one test: its kind and its section are registered for that
+    test only, so no other test, and no listing of dew's kinds, meets them."""
+    with datasets.scoped(), sections.scoped():
+        sys.modules.pop("tests.toy_kind", None)
+        try:
+            yield importlib.import_module("tests.toy_kind")
+        finally:
+            sys.modules.pop("tests.toy_kind", None)
 
 
 def write_inputs(directory: Path) -> dict[tuple[str, str], int]:
@@ -33,7 +48,9 @@ def write_inputs(directory: Path) -> dict[tuple[str, str], int]:
     return pairs
 
 
-def test_a_toy_kind_writes_a_committed_directory_its_reader_reads_back_whole(tmp_path: Path) -> None:
+def test_a_toy_kind_writes_a_committed_directory_its_reader_reads_back_whole(
+    tmp_path: Path, toy_kind: ModuleType
+) -> None:
     pairs = write_inputs(tmp_path / "in")
     output = tmp_path / "pairs"
     argv = ["--input", str(tmp_path / "in" / "*.txt"), "--output", str(output), "--val_fraction", "0.25"]
@@ -71,7 +88,7 @@ def test_a_toy_kind_writes_a_committed_directory_its_reader_reads_back_whole(tmp
     assert scored and set(scored) <= set(read["val"]) and len(set(scored)) == len(scored)
 
 
-def test_a_rerun_of_the_toy_job_finds_it_committed_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_rerun_of_the_toy_job_finds_it_committed_and_writes_nothing(tmp_path: Path, toy_kind: ModuleType) -> None:
     write_inputs(tmp_path / "in")
     argv = ["--input", str(tmp_path / "in" / "*.txt"), "--output", str(tmp_path / "pairs"), *IN_MEMORY]
     assert toy_kind.main(argv)["records_written"] == 80
@@ -79,3 +96,11 @@ def test_a_rerun_of_the_toy_job_finds_it_committed_and_writes_nothing(tmp_path: 
     assert toy_kind.main(argv) == {}
     assert {p.name: p.read_bytes() for p in (tmp_path / "pairs").iterdir()} == before
     assert np.sum([s.records for s in formats.read_meta(str(tmp_path / "pairs")).shards("train")]) == 80
+
+
+def test_the_toy_kind_is_registered_only_while_a_test_holds_it(toy_kind: ModuleType) -> None:
+    assert datasets["toy_pairs"] is toy_kind.ToyPairs and SECTIONS["pairs"] is toy_kind.PairsSection
+
+
+def test_no_toy_kind_outlives_the_test_that_imported_it() -> None:
+    assert "toy_pairs" not in datasets.names() and "pairs" not in SECTIONS

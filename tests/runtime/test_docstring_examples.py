@@ -5,29 +5,95 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
+import enum
 import inspect
+import types
 
 import pytest
 
 import dew.data
-from dew.data import Dataset, DatasetSpec, datasets, load
+from dew.data import DatasetSpec, datasets, load
 
 pytestmark = pytest.mark.slow  # the load example imports HF datasets
 
-# Each kind's docstring, the bases whose docstrings document the fields kinds share, load and Dataset,
-# and the value types a load takes: Loading, DataPartition, Ramp, DataPhase and the two processors.
+# Type aliases and constants carry no docstring of their own: the reference documents them where defined.
+NOT_DOCUMENTABLE = {"Reader", "Tokenize", "IDS_KEY", "MASK_KEY"}
+
+
+def _public() -> set[object]:
+    """Every class and function dew.data exports, those of dew.data.position, and the registry's class."""
+    found: set[object] = {type(datasets)}
+    for name in sorted(set(dew.data.__all__) - NOT_DOCUMENTABLE):
+        obj = getattr(dew.data, name)
+        if isinstance(obj, types.ModuleType):
+            found |= {v for n, v in vars(obj).items() if _defined_in(v, obj.__name__) and not n.startswith("_")}
+        elif obj is not datasets:
+            found.add(obj)
+    return found
+
+
+def _defined_in(obj: object, module: str) -> bool:
+    return (inspect.isclass(obj) or inspect.isfunction(obj)) and getattr(obj, "__module__", None) == module
+
+
+# Each kind's docstring, every public name, the bases whose docstrings document the fields kinds share,
+# load and Dataset, and the job declarations.
 DOCUMENTED = sorted(
     {kind for kind in datasets.values() if kind.__module__.startswith("dew.data.")}
-    | {DatasetSpec, Dataset, load, DatasetSpec.load}
-    | {dew.data.ImageDataset, dew.data.VideoDataset}
-    | {dew.data.Loading, dew.data.DataPartition, dew.data.Ramp, dew.data.DataPhase}
-    | {dew.data.AutoTextTokenizer, dew.data.AutoAudioProcessor},
-    key=lambda obj: obj.__qualname__,
+    | _public()
+    | {DatasetSpec.load, type(datasets).scoped},
+    key=lambda obj: f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}",
 )
 
 
+# Public names whose docstrings still lack Args or a runnable Example (issue 23): each is an expected
+# failure, strictly, so documenting one fails here until it is taken off this list.
+UNDOCUMENTED = {
+    "dew.data.config.json_list_argument",
+    "dew.data.dataset.ramped",
+    "dew.data.phases.PhasedOrder",
+    "dew.data.position.GlobalPosition",
+    "dew.data.position.SharePosition",
+    "dew.data.position.parse",
+    "dew.data.providers.hf_options.HFOptions",
+    "dew.data.providers.hf_source.HFDatasetSource",
+    "dew.data.registry.Registry",
+    "dew.data.stream.GlobalStream",
+    "dew.data.tokenized.tokenized",
+    "dew.data.tokens.documents.PackedWindowSource",
+    "dew.data.tokens.token_column.TokenColumn",
+    "dew.data.tokens.token_records.TokenRecords",
+}
+
+
+def _path(obj: object) -> str:
+    return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
+
+
+def _case(obj: object) -> object:
+    missing = pytest.mark.xfail(strict=True, reason="its docstring lacks Args or an Example (issue 23)")
+    return pytest.param(obj, id=_path(obj), marks=[missing] if _path(obj) in UNDOCUMENTED else [])
+
+
+def _parameters(obj: object) -> list[str]:
+    """What a caller passes: a function's parameters, a class's constructor's (a dataclass: its own fields)."""
+    if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+        return _own_fields(obj)
+    if inspect.isclass(obj) and ("__init__" not in obj.__dict__ or _typing_construct(obj)):
+        return []  # a protocol, TypedDict or enum: not built by a caller with arguments
+    try:
+        signature = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj)  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return []
+    return [p for p in signature.parameters if p not in ("self", "cls")]
+
+
+def _typing_construct(cls: type) -> bool:
+    return getattr(cls, "_is_protocol", False) or issubclass(cls, enum.Enum) or hasattr(cls, "__total__")
+
+
 def _has_args(doc: str) -> bool:
-    return "\n    Args:\n" in doc or "\n        Args:\n" in doc
+    return "\n    Args:\n" in doc or "\n        Args:\n" in doc or doc.startswith("Args:\n")
 
 
 def _own_fields(cls: type) -> list[str]:
@@ -39,14 +105,14 @@ def _own_docstring(obj: object) -> str:
     return (obj.__dict__.get("__doc__") or "") if inspect.isclass(obj) else (obj.__doc__ or "")
 
 
-@pytest.mark.parametrize("obj", DOCUMENTED, ids=[obj.__qualname__ for obj in DOCUMENTED])
+@pytest.mark.parametrize("obj", [_case(obj) for obj in DOCUMENTED])
 def test_the_docstring_has_args_and_its_example_runs(obj: object) -> None:
     doc = _own_docstring(obj)
     # A kind that declares no field of its own (a preset such as CC3M) has its fields documented by a base.
     documents_args = [c for c in inspect.getmro(obj) if _has_args(_own_docstring(c))] if inspect.isclass(obj) else []
-    assert _has_args(doc) or (inspect.isclass(obj) and not _own_fields(obj) and documents_args), (
-        f"{obj.__qualname__} has no Args section"
-    )
+    own = _own_fields(obj) if dataclasses.is_dataclass(obj) else _parameters(obj)
+    needs_args = _parameters(obj) and not (inspect.isclass(obj) and not own and documents_args)
+    assert _has_args(doc) or not needs_args, f"{obj.__qualname__} takes {_parameters(obj)} and has no Args section"
     if obj in (dew.data.ImageDataset, dew.data.VideoDataset):
         return  # a base: its kinds carry the examples
     assert "Examples:" in doc, f"{obj.__qualname__} has no Examples section"

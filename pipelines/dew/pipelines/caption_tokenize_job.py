@@ -20,10 +20,18 @@ import apache_beam as beam
 from dew.data import formats
 from dew.data.sections import ImagesSection
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.preprocess.captions import TOKENIZE, TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.progress import Phase
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="caption-tokenize",
+    place=7,
+    summary="committed image shards + an HF tokenizer → a new directory with caption token ids",
+    extras=("hf", "parquet"),
+)
 
 
 def parser() -> argparse.ArgumentParser:

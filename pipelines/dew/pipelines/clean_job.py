@@ -20,6 +20,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.pipelines.tokenize_job import add_read_flags, read_options, text_inputs
 from dew.preprocess import documents
 from dew.preprocess.cleaning.against import documents_corpus
@@ -31,6 +32,13 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.progress import Phase
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="clean",
+    place=2,
+    summary="raw text files → a committed documents directory without duplicates or low-quality text",
+    extras=("parquet",),
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -19,12 +19,20 @@ import apache_beam as beam
 from dew.data.sections import AUDIO_DTYPES, FRAME_ENCODINGS
 from dew.data.video.decode import ClipShape
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.preprocess.clip_sources import LAYOUTS, Source, SourceOptions, find_sources
 from dew.preprocess.clips import DECODE, NO_AUDIO_POLICIES, ClipsPlan, WriteClips
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.progress import Phase
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="decode-clips",
+    place=8,
+    summary="video files, folders or lists → committed shards of decoded clips with their audio",
+    extras=("video", "parquet"),
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -6,7 +6,9 @@
 runtime/dew/data/kinds.py declares every built-in dataset kind for type checkers, so that a user's
 `datasets.PackedTokens(path=...)` is checked against the kind's own signature; the registry finds kinds
 at run time, which no checker can follow. docs/api/*.md are the API reference pages
-(dew.pipelines.apidocs). tests/typecheck/test_generated.py runs the check.
+(dew.pipelines.apidocs). runtime/dew/data/extra_modules.py maps each optional stack's modules to the
+extra that installs it, from pyproject.toml (dew.pipelines.extra_modules).
+tests/typecheck/test_generated.py runs the check.
 """
 
 from __future__ import annotations
@@ -85,12 +87,19 @@ def _isort_key(name: str) -> tuple[int, list[int | str]]:
 
 def generated() -> dict[str, Callable[[], str]]:
     """Each generated file's path, and what renders its content."""
-    from dew.pipelines import apidocs
+    from dew.pipelines import apidocs, extra_modules
 
-    files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds}
+    files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds, extra_modules.PATH: _render_extras}
     for name, render in apidocs.PAGES.items():
         files[os.path.join(_REPO, "docs", "api", name)] = render
     return files
+
+
+def _render_extras() -> str:
+    from dew.pipelines import extra_modules
+
+    with open(os.path.join(_REPO, "pyproject.toml"), encoding="utf-8") as f:
+        return extra_modules.render(f.read())
 
 
 def stale() -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags, image_flags
+from dew.pipelines.jobs import Job
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -24,6 +25,13 @@ from dew.preprocess.image_sources import FILE_KINDS, Found, Source, find_sources
 from dew.preprocess.images import ENCODE, ImagesPlan, WriteImages
 from dew.preprocess.progress import Phase
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="images",
+    place=5,
+    summary="image folders, image rows or a saved HF dataset → committed captioned-image shards",
+    extras=("images", "parquet"),
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ import apache_beam as beam
 
 from dew.data.images.fetch import FetchPolicy
 from dew.pipelines import common, flags, image_flags
+from dew.pipelines.jobs import Job
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
@@ -30,6 +31,13 @@ from dew.preprocess.ingest_urls import IngestUrls
 from dew.preprocess.progress import Phase
 from dew.preprocess.url_reading import find_url_sources
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="ingest-urls",
+    place=6,
+    summary="url lists with captions → fetched, filtered, resized images in committed shards with status tables",
+    extras=("images", "parquet"),
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -19,6 +19,14 @@ from typing import Any, TextIO
 
 from dew.pipelines import flags
 from dew.pipelines.inspection import SAMPLE_RECORDS, Summary, summarize
+from dew.pipelines.jobs import Job
+
+JOB = Job(
+    name="inspect",
+    place=9,
+    summary="a committed directory or mixture.json → its splits, drops, lengths, fill and samples (no Beam)",
+    beam=False,
+)
 
 _TEXT_WIDTH = 160
 _BAR = 40

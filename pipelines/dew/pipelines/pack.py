@@ -17,8 +17,16 @@ import apache_beam as beam
 
 from dew.data import formats
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.preprocess.mixture import read_corpus_meta
 from dew.preprocess.pack import PackCorpus
+
+JOB = Job(
+    name="pack",
+    place=3,
+    summary="a committed corpus → its document index and packing plans, ahead of training",
+    extras=("parquet",),
+)
 
 
 def parser() -> argparse.ArgumentParser:

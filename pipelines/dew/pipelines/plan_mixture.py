@@ -21,9 +21,16 @@ import apache_beam as beam
 from dew.data import formats
 from dew.data.tokens.corpus import check_same_tokenizer
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
 from dew.preprocess.mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
+
+JOB = Job(
+    name="plan-mixture",
+    place=4,
+    summary="corpora, weights and a token budget → windows and epochs per corpus",
+)
 
 
 def _corpus(text: str) -> tuple[str, float]:

@@ -17,6 +17,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.pipelines import common, flags
+from dew.pipelines.jobs import Job
 from dew.preprocess import documents, tokenizing
 from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
@@ -27,6 +28,13 @@ from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
 from dew.preprocess.tokenizing import describe_tokenizer
 from dew.preprocess.writing import COMMIT, WRITE
+
+JOB = Job(
+    name="tokenize",
+    place=1,
+    summary="raw text files → a committed token corpus (shards, meta.json, packing plans)",
+    extras=("hf", "parquet"),
+)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -8,16 +8,32 @@ import numpy as np
 
 
 class CaptionIds(TypedDict):
-    """A tokenized caption batch: ids and their mask, each int32 [B, context]."""
+    """A tokenized caption batch: ids and their mask, each int32 [B, context].
+
+    Examples:
+        >>> import numpy as np
+        >>> from dew.data import CaptionIds
+        >>> ids: CaptionIds = {"ids": np.zeros((2, 8), np.int32), "mask": np.ones((2, 8), np.int32)}
+        >>> sorted(ids)
+        ['ids', 'mask']
+    """
 
     input_ids: np.ndarray
     attention_mask: np.ndarray
 
 
 class Batch(TypedDict, total=False):
-    """One training example set: whichever of these keys the spec that read it emits.
+    """One batch a Dataset's stream yields: whichever of these keys the spec that read it emits.
 
-    Arrays lead with the batch axis B. Images and video frames are uint8 in [0, 255].
+    Arrays lead with the batch axis B. Images and video frames are uint8 in [0, 255]. A Batch is a plain
+    dict at run time; the TypedDict only tells a type checker which keys there can be.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dew.data import Batch
+        >>> batch: Batch = {"text": np.zeros((4, 9), np.int32)}
+        >>> batch["text"].shape
+        (4, 9)
     """
 
     text: np.ndarray | CaptionIds

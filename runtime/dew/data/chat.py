@@ -27,6 +27,11 @@ class Role(enum.IntEnum):
 
     A message's tokens include what the template wraps it in (its header and end marker), and any
     preamble the template writes before the first message belongs to that first message.
+
+    Examples:
+        >>> from dew.data import Role
+        >>> Role(3).name, int(Role.PAD)
+        ('ASSISTANT', 0)
     """
 
     PAD = 0

@@ -26,7 +26,13 @@ Reader = Callable[[DataPartition], Iterator[Any]]
 
 @runtime_checkable
 class Checkpointable(Protocol):
-    """A stream that can say where it stopped and be put back there (dew.data.position parses the state)."""
+    """A stream that can say where it stopped and be put back there (dew.data.position parses the state).
+
+    Examples:
+        >>> from dew.data import Checkpointable
+        >>> isinstance(iter([]), Checkpointable)  # a plain iterator has no position
+        False
+    """
 
     def get_state(self) -> Position: ...
 

@@ -1,7 +1,8 @@
 """Optional stacks, each behind the dew extra that installs it.
 
 A spec imports its stack when it is first read, so a host without that stack only learns of it then.
-`require` makes that moment say what to install instead of a bare ModuleNotFoundError.
+`require` makes that moment say what to install instead of a bare ModuleNotFoundError. Which extra
+installs which module is EXTRAS, generated from pyproject.toml (dew.data.extra_modules).
 """
 
 from __future__ import annotations
@@ -12,24 +13,7 @@ import os
 from collections.abc import Iterator
 from types import ModuleType
 
-# Top-level module → the extra in pyproject.toml that installs it (tests check the two agree).
-EXTRAS: dict[str, str] = {
-    "pyarrow": "parquet",
-    "transformers": "hf",
-    "datasets": "hf",
-    "tokenizers": "hf",
-    "jinja2": "hf",
-    "tensorflow_datasets": "tfds",
-    "cv2": "images",
-    "PIL": "images",
-    "av": "video",
-    "gcsfs": "gcs",
-    "fsspec": "gcs",
-    "google.cloud.storage": "gcs",
-    "apache_beam": "beam",
-    "jax": "jax",
-    "orbax.checkpoint": "jax",
-}
+from dew.data.extra_modules import EXTRAS
 
 
 def extra_of(module: str) -> str:
@@ -37,7 +21,7 @@ def extra_of(module: str) -> str:
     for name, extra in EXTRAS.items():
         if module == name or module.startswith(name + "."):
             return extra
-    raise KeyError(f"{module!r} is in no dew extra; EXTRAS in dew.data.extras lists the optional stacks")
+    raise KeyError(f"{module!r} is in no dew extra; dew.data.extra_modules lists the optional stacks")
 
 
 def require(module: str, *, for_what: str, extra: str | None = None) -> ModuleType:

@@ -40,6 +40,17 @@ class Corpus:
     weight is a share of each step, not a record count, so a small corpus comes round again while a
     large one is still on its first pass. offset is how many records of its endless training order
     earlier phases of the run already read; it starts past them (0 for a run of one order).
+
+    Args:
+        name: What the corpus is called in the mixture's description and in a saved position.
+        source: Its records, by index.
+        weight: Its share of each step.
+        offset: Records of its training order that earlier phases read.
+
+    Examples:
+        >>> from dew.data import Corpus
+        >>> Corpus("wiki", list(range(10)), weight=0.5).offset
+        0
     """
 
     name: str
@@ -308,7 +319,19 @@ def _scatter(parts: list[tuple[np.ndarray, Any]], size: int) -> Any:
 
 
 def mixed_records(corpora: Sequence[Corpus]) -> int:
-    """Records of a mixture's pass: the fewest in which every corpus has been read at least once."""
+    """Records of a mixture's pass: the fewest in which every corpus has been read at least once.
+
+    Args:
+        corpora: The mixture's corpora.
+
+    Returns:
+        The record count.
+
+    Examples:
+        >>> from dew.data import Corpus, mixed_records
+        >>> mixed_records([Corpus("a", list(range(10)), 0.5), Corpus("b", list(range(100)), 0.5)])
+        200
+    """
     order = MixtureOrder([dataclasses.replace(c, offset=0) for c in corpora], seed=0)
     return order._first_reaching([len(c.source) for c in corpora])
 
@@ -319,6 +342,19 @@ def mixture(corpora: Sequence[Corpus], seed: int | None) -> grain.MapDataset:
     With a seed it is endless (each corpus reshuffled per epoch and repeated before mixing); without
     one it is one pass that stops before any corpus would come round again. `.order` is the
     MixtureOrder behind it, which a Dataset's global stream reads a whole batch at a time.
+
+    Args:
+        corpora: The corpora and their weights.
+        seed: The shuffle seed of an endless training order, or None for one unshuffled pass.
+
+    Returns:
+        The mixed records.
+
+    Examples:
+        >>> from dew.data import Corpus, mixture
+        >>> mixed = mixture([Corpus("a", [0] * 10, 0.5), Corpus("b", [1] * 100, 0.5)], seed=None)
+        >>> len(mixed), sorted({mixed[i] for i in range(len(mixed))})  # b stops once a would come round
+        (20, [0, 1])
     """
     return __getattr__("MixtureDataset")(MixtureOrder(corpora, seed))
 

@@ -87,7 +87,19 @@ def _mapping(field: str, value: Any) -> None:
 
 
 def describe(reads: Mapping[str, Any]) -> str:
-    """A description as one stable line, for error messages."""
+    """A description as one stable line, for error messages.
+
+    Args:
+        reads: A description of what a stream reads, as a position holds it.
+
+    Returns:
+        Its JSON with sorted keys.
+
+    Examples:
+        >>> from dew.data import position
+        >>> position.describe({"source": "wiki", "seq_len": 128})
+        '{"seq_len": 128, "source": "wiki"}'
+    """
     return json.dumps(reads, sort_keys=True, default=str)
 
 
@@ -100,6 +112,20 @@ def differences(saved: Any, ours: Any, *, path: str = "", limit: int = 5) -> lis
 
     A refused resume names what changed rather than printing both descriptions whole: two nested
     objects of fingerprints hide the one field a user edited.
+
+    Args:
+        saved: The description a saved position holds.
+        ours: The description of what this stream reads.
+        path: Where in an enclosing description the two are, prefixed to each line.
+        limit: The most lines returned.
+
+    Returns:
+        One "field old -> new" line per difference.
+
+    Examples:
+        >>> from dew.data import position
+        >>> position.differences({"source": {"seq_len": 128}}, {"source": {"seq_len": 256}})
+        ['source.seq_len 128 -> 256']
     """
     found: list[str] = []
 

@@ -11,7 +11,17 @@ from dew.data import validate
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-    """One stage of a ramp: every step in it reads `batch` records; it begins at global record `records`."""
+    """One stage of a ramp: every step in it reads `batch` records; it begins at global record `records`.
+
+    Args:
+        batch: The global batch of every step in the stage.
+        records: The global record count at which the stage begins.
+
+    Examples:
+        >>> from dew.data import Stage
+        >>> Stage(batch=8, records=0)
+        Stage(batch=8, records=0)
+    """
 
     batch: int
     records: int

@@ -17,7 +17,13 @@ import numpy as np
 
 @runtime_checkable
 class Records(Protocol):
-    """Records by index: `len(records)` of them, `records[i]` the ith."""
+    """Records by index: `len(records)` of them, `records[i]` the ith.
+
+    Examples:
+        >>> from dew.data import Records
+        >>> isinstance(["a", "b"], Records)  # a list is records
+        True
+    """
 
     def __len__(self) -> int: ...
 

@@ -9,6 +9,7 @@ only then, and only those, so `import dew.data` stays cheap and no list of kinds
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.abc
@@ -104,7 +105,49 @@ class Registry(KindAttributes, Mapping[str, type[DatasetSpec]]):
         raise AttributeError(f"no dataset kind {attr!r}; kinds: {', '.join(sorted(c.__name__ for c in kinds))}")
 
     def names(self) -> list[str]:
+        """Every registered kind's name, sorted.
+
+        Returns:
+            The names `datasets[name]` and a config's `"kind"` take.
+
+        Examples:
+            >>> from dew.data import datasets
+            >>> "packed_tokens" in datasets.names()
+            True
+        """
         return sorted(self._complete())
+
+    @contextlib.contextmanager
+    def scoped(self) -> Iterator[Registry]:
+        """A block after which the registry holds the kinds it held before: one registered inside is gone,
+        one replaced is back. For a test that registers a kind of its own (or imports a module that does),
+        so that no later test, and no listing of the kinds, meets it.
+
+        Returns:
+            A context manager that yields this registry.
+
+        Examples:
+            >>> import dataclasses
+            >>> from dew.data import DatasetSpec, datasets
+            >>> with datasets.scoped():
+            ...     @datasets("scratch")
+            ...     @dataclasses.dataclass(frozen=True)
+            ...     class Scratch(DatasetSpec):
+            ...         path: str = ""
+            ...     "scratch" in datasets.names()
+            True
+            >>> "scratch" in datasets.names()
+            False
+        """
+        with self._lock:
+            kinds = self._complete()
+            before = dict(kinds)
+        try:
+            yield self
+        finally:
+            with self._lock:
+                kinds.clear()
+                kinds.update(before)
 
     def from_config(self, data: Mapping[str, Any]) -> DatasetSpec:
         """The spec `to_config` wrote: `{"kind": name, **fields}`."""

@@ -60,7 +60,8 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
         if not os.path.exists(local):
             raise FileNotFoundError(f"no parquet file at {path}")
         return read(local)
-    fsspec = require("fsspec", for_what=f"reading {path}")
+    # fsspec is no extra's own requirement: gcsfs, of the gcs extra, installs it.
+    fsspec = require("fsspec", for_what=f"reading {path}", extra="gcs")
     with fsspec.open(path, "rb") as opened:
         data = opened.read()
     return read(require("pyarrow", for_what=f"reading parquet ({path})").BufferReader(data))

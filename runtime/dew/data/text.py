@@ -19,6 +19,14 @@ class ByteTokenizer:
 
     decode inverts encode for any unicode text, so generated ids round-trip to text byte for byte.
     It has no eos id of its own: a corpus packed with it records the eos the job chose.
+
+    Examples:
+        >>> from dew.data import ByteTokenizer
+        >>> tokenizer = ByteTokenizer()
+        >>> tokenizer.encode("hé")
+        [104, 195, 169]
+        >>> tokenizer.decode([104, 195, 169]), tokenizer.vocab_size, tokenizer.eos_id
+        ('hé', 256, None)
     """
 
     name = "byte"
@@ -43,6 +51,16 @@ class HFTokenizer:
     """A Hugging Face tokenizer from a hub name or a local directory, loaded on first use.
 
     Loading lazily keeps `import dew.data` free of transformers and of any hub lookup nobody asked for.
+
+    Args:
+        name: A hub repository ("gpt2") or a local directory that save_pretrained wrote.
+        local_files_only: Never reach the hub: the tokenizer must be in the local cache or directory.
+
+    Examples:
+        >>> from dew.data import HFTokenizer
+        >>> tokenizer = HFTokenizer("gpt2")  # nothing is loaded yet
+        >>> tokenizer.name
+        'gpt2'
     """
 
     def __init__(self, name: str, *, local_files_only: bool = False) -> None:
@@ -115,6 +133,18 @@ def tokenizer_for(name: str, *, local_files_only: bool = False) -> ByteTokenizer
     """The tokenizer `name` asks for: "byte" is dew's own, anything else an HF repo or local directory.
 
     Resolving names in this one place keeps training and export reading one name the same way.
+
+    Args:
+        name: "byte", a hub repository or a local tokenizer directory.
+        local_files_only: For an HF tokenizer, never reach the hub.
+
+    Returns:
+        A ByteTokenizer for "byte", else an HFTokenizer (which loads on first use).
+
+    Examples:
+        >>> from dew.data import tokenizer_for
+        >>> type(tokenizer_for("byte")).__name__, type(tokenizer_for("gpt2")).__name__
+        ('ByteTokenizer', 'HFTokenizer')
     """
     if not name:
         raise ValueError("a tokenizer name is required: 'byte', an HF hub name, or a local directory")

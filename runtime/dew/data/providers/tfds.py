@@ -48,6 +48,17 @@ class TFDSOptions:
     to the builder unchanged: {"image": tfds.decode.SkipDecoding()} reads the bytes on disk. A decoder
     tree has no JSON form, so a spec holding one has no config. The builder's name and the split are
     not here because one set of options reads every builder of a mixture.
+
+    Args:
+        path: The version directory or data_dir preparation wrote; None for TFDS's default.
+        config: The builder config to read, inside a data_dir.
+        version: The prepared version to read; the newest when unset.
+        decoders: TFDS's decoder tree, passed to the builder as it is.
+
+    Examples:
+        >>> from dew.data import TFDSOptions
+        >>> TFDSOptions(path="/data/tfds", config="plain_text").config
+        'plain_text'
     """
 
     path: str | None = None

@@ -20,6 +20,21 @@ class TokenDocumentSource:
     The tail after the last eos is a document too, and a stream without eos is one document. eos_id
     defaults to the stream's own. Finding the boundaries reads the stream once, unless `ends` (an
     offline document index, exclusive end offsets) is handed over.
+
+    Args:
+        tokens: The id stream.
+        eos_id: The id that ends a document; by default the stream's own.
+        ends: Each document's exclusive end offset, when an index holds them already.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.array([5, 6, 0, 7, 8, 9, 0], dtype=np.uint16).tofile(path)  # two documents, eos 0
+        >>> from dew.data import TokenBytes, TokenDocumentSource
+        >>> documents = TokenDocumentSource(TokenBytes(path), eos_id=0)
+        >>> len(documents), documents[1].tolist()
+        (2, [7, 8, 9, 0])
     """
 
     def __init__(self, tokens: TokenSource, eos_id: int | None = None, *, ends: np.ndarray | None = None) -> None:

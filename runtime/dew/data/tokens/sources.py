@@ -31,6 +31,15 @@ class TokenSource(Protocol):
 
     eos_id closes a document (None for a corpus written without boundaries); describe() says what the
     source reads by content, which a saved position is compared against.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.array([5, 6, 0, 7, 8, 9, 0], dtype=np.uint16).tofile(path)  # two documents, eos 0
+        >>> from dew.data import TokenBytes, TokenSource
+        >>> isinstance(TokenBytes(path), TokenSource)
+        True
     """
 
     eos_id: int | None

@@ -25,6 +25,21 @@ class TokenBytes:
     vocabulary are meta.json's where there is one, else uint16 (nanoGPT's layout) and unchecked ids.
     eos_id defaults to the corpus's own. A gs:// directory whose shards carry block checksums is read
     by range (dew.data.ranges) instead of through memmaps of whole downloaded shards.
+
+    Args:
+        path: A `.bin` file of ids, or a committed corpus directory.
+        eos_id: The id that closes a document; by default the corpus's own (None for a bare file).
+        split: Which split of a corpus directory to read.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.array([5, 6, 0, 7, 8, 9, 0], dtype=np.uint16).tofile(path)  # two documents, eos 0
+        >>> from dew.data import TokenBytes
+        >>> tokens = TokenBytes(path, eos_id=0)
+        >>> len(tokens), tokens[3:6].tolist()
+        (7, [7, 8, 9])
     """
 
     def __init__(self, path: str, eos_id: int | None = None, *, split: str = "train") -> None:

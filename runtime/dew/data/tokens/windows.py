@@ -22,6 +22,22 @@ class TokenWindowSource(BatchRecords):
 
     Consecutive windows share one id, so a model trained on them sees every transition once.
     first and count select a run of windows (a held-out tail, say).
+
+    Args:
+        tokens: The id stream.
+        seq_len: Ids a model sees per window; each record holds one more, its last target.
+        first: The first window of the run.
+        count: How many windows; by default every whole one from `first` on.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.array([5, 6, 0, 7, 8, 9, 0], dtype=np.uint16).tofile(path)  # two documents, eos 0
+        >>> from dew.data import TokenBytes, TokenWindowSource
+        >>> windows = TokenWindowSource(TokenBytes(path), seq_len=2)
+        >>> len(windows), windows[1]["text"].tolist()
+        (3, [0, 7, 8])
     """
 
     def __init__(self, tokens: TokenSource, seq_len: int, *, first: int = 0, count: int | None = None) -> None:
