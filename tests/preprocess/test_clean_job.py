@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -214,3 +215,76 @@ def test_quality_filters_remove_each_document_by_its_first_failing_rule(tmp_path
     off = ["--no-gopher_repetition", "--no-gopher_quality", "--no-c4", "--no-fineweb"]
     job.main(["--input", str(inputs / "a.jsonl"), "--output", str(tmp_path / "off"), *off, *IN_MEMORY])
     assert not removals(tmp_path / "off")
+
+
+def _c4_planted() -> tuple[list[bytes], dict[int, str]]:
+    """jsonl lines: documents with lines C4 drops (no terminal punctuation, javascript, too short) among
+    documents it keeps whole and hostile rows; and the text each readable row holds, by row."""
+    from dew.preprocess.cleaning.quality import QualityConfig, filter_text
+    from tests.preprocess.quality_corpus import prose, real_texts
+
+    config = QualityConfig()
+    edited, whole = [], []
+    for text in prose(real_texts())[:300]:
+        kept, reason = filter_text(text, config)
+        if reason is None and kept != text:
+            edited.append(text)  # pydoc wraps lines mid-sentence: C4 drops the wrapped ones
+            if filter_text(kept, config) == (kept, None):
+                whole.append(kept)  # one sentence a line: C4 keeps every line, and nothing else edits it
+    assert len(whole) >= 8 and len(edited) >= 8
+    planted = ["click here to subscribe", "Please enable JavaScript to view this page.", "Read more."]
+    texts: list[str] = []
+    for i, text in enumerate(whole[:8]):
+        lines = text.split("\n")
+        lines.insert(i % len(lines), planted[i % 3])
+        texts += ["\n".join(lines)] + ([text] if i % 2 else [])  # with its edited copy: one exact duplicate
+    lorem = "Lorem ipsum dolor sit amet, consectetur adipiscing elit."
+    texts += [*edited[:8], f"{whole[9]}\n{lorem}", whole[8] + "\n{ not prose }."]
+    rows = [json.dumps({"text": t}).encode() for t in texts]
+    hostile = [b"{not json", b'{"body": "no text field"}', b'{"text": ""}', b'{"text": "caf\xe9 au lait"}']
+    for at, row in zip((1, 5, 9, 13), hostile, strict=True):
+        rows.insert(at, row)
+    sources = {}
+    for row, line in enumerate(rows):
+        with contextlib.suppress(ValueError, KeyError):  # the hostile rows hold no text
+            sources[row] = json.loads(line)["text"]
+    return rows, sources
+
+
+def test_c4_line_removal_rewrites_the_kept_text_and_dedup_hashes_that_text(tmp_path: Path) -> None:
+    from dew.preprocess.cleaning.quality import QualityConfig, filter_text
+
+    rows, sources = _c4_planted()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_bytes(b"\n".join(rows) + b"\n")
+    flags = ["--input", str(inputs / "a.jsonl"), "--num_shards", "2", "--max_drop_fraction", "1"]
+    job.main([*flags, "--output", str(tmp_path / "one"), *IN_MEMORY])
+    out = tmp_path / "one"
+    config = QualityConfig()
+    kept = kept_records(out)
+    edits = 0
+    for record in kept:
+        source = sources[int(record["row"])]
+        assert record["text"] == filter_text(source, config)[0]
+        if record["text"] != source:
+            edits += 1
+            assert set(record["text"].split("\n")) < {line.strip() for line in source.splitlines()}
+        else:
+            assert record["text"].encode() == source.encode()  # unedited: the bytes read
+    assert edits >= 8 and len(kept) - edits >= 1
+    removed = removals(out)
+    by_id = {r["id"]: r for r in kept}
+    assert {r["reason"] for r in removed} >= {"exact_duplicate", "c4_lorem_ipsum", "c4_curly_bracket"}
+    for r in removed:
+        if r["duplicate_of"] is not None:  # the copy that C4's edit made equal to a kept document
+            assert r["reason"] == "exact_duplicate" and r["duplicate_of"] in by_id
+            original = by_id[r["duplicate_of"]]["text"]
+            assert filter_text(sources[r["row"]], config)[0] == original
+    assert sum(r["reason"] == "exact_duplicate" for r in removed) == 4
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["documents_in"] == len(rows) == stats["documents_written"] + sum(stats["dropped"].values())
+    assert stats["documents_edited"] == edits
+    assert stats["dropped"]["invalid_utf8"] == stats["dropped"]["malformed_json"] == 1
+    job.main([*flags, "--output", str(tmp_path / "two"), *TWO_WORKERS])
+    assert listing(tmp_path / "two") == listing(out)

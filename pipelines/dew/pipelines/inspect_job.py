@@ -85,6 +85,11 @@ def render(summary: Summary, out: TextIO) -> None:
             read, written = stats["read"], stats["written"]
             of = "" if read["unit"] == written["unit"] else f" {read['unit']}"
             say(f"  {written['unit']}: {written['count']:,} written of {read['count']:,}{of} read")
+        if "documents_edited" in stats:  # a documents directory: C4's line removal edits some kept texts
+            say(
+                f"  documents: {stats['documents_written']:,} written of {stats['documents_in']:,} read, "
+                f"{stats['documents_edited']:,} with lines removed by C4"
+            )
         for reason, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
             say(f"    dropped {reason}: {n:,}{_example(stats.get('drop_examples', {}).get(reason))}")
     else:

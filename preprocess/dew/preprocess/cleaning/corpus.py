@@ -1,14 +1,17 @@
 """CleanCorpus: input files → a committed `dew.documents/1` directory, end to end, as one PTransform.
 
-    read documents → describe (id, record, quality verdict, exact key, MinHash band keys)
+    read documents → describe (id, quality verdict and the text it leaves, record, exact key, band keys)
     → exact groups (keep the smallest node of equal normalized texts) → LSH buckets (edges from each
     bucket's smallest node) → connected components → removals (quality, exact, near)
     → join with the records by node → kept: shard counts, route, write shards
                                     → removed: removal tables beside the shards
     → stats.json → meta.json
 
-Documents of --against corpora enter at "describe" as nodes of a smaller rank: they take part in the
-exact groups and clusters, so they are kept over any document of the inputs, and are never written.
+The quality filters run first and decide the text a kept document is written with: C4 drops lines, and
+the record, the exact key and the MinHash signature are all of the text it leaves, so a duplicate is
+decided on the text that would be written. Documents of --against corpora enter at "describe" as nodes
+of a smaller rank: they take part in the exact groups and clusters, so they are kept over any document
+of the inputs, and are never written.
 Every grouping holds one key's values, and groups that may be large (one text copied a million times,
 one crowded bucket) are read twice rather than held; nothing gathers all documents or all pairs.
 """
@@ -44,7 +47,7 @@ from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
 from dew.preprocess.shards import GroupByShard, WriteShards, sized_count
 
 TRAIN = "train"
-REMOVED, DEDUP, BANDS, EXACT = "removed", "dedup", "bands", "exact"
+REMOVED, DEDUP, BANDS, EXACT, EDITED = "removed", "dedup", "bands", "exact", "edited"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
 
 
@@ -56,24 +59,28 @@ def quality_reasons(plan: CleanPlan) -> tuple[str, ...]:
 
     return tuple(QUALITY_REASONS)
 
+
 # The phase that reads each document's quality verdict and MinHash signature, as the progress line names it.
 DESCRIBE = "describe"
 
 
 class _Describe(beam.DoFn):
-    """((file, row), text) → (node, (key, record)), plus on REMOVED a quality removal (node, (reason, None))
-    or on DEDUP the document's (exact key, (node, band keys))."""
+    """((file, row), text) → (node, (key, record, edited)), plus on REMOVED a quality removal
+    (node, (reason, None)) or on DEDUP the document's (exact key, (node, band keys)).
+
+    The record holds the text the quality filters leave (C4's kept lines), `edited` says it differs from
+    the text read, and dedup hashes that same text."""
 
     def __init__(self, plan: CleanPlan) -> None:
         self.plan = plan
 
     def setup(self) -> None:
         self.signer = minhash.Signer(self.plan.minhash)
-        self.first_failure = None
+        self.filter_text = None
         if self.plan.quality is not None:
-            from dew.preprocess.cleaning.quality import first_failure
+            from dew.preprocess.cleaning.quality import filter_text
 
-            self.first_failure = first_failure
+            self.filter_text = filter_text
         self.progress = progress.Tally(DESCRIBE)
         self.described = beam.metrics.Metrics.counter(NAMESPACE, "documents_described")
 
@@ -84,12 +91,12 @@ class _Describe(beam.DoFn):
         name = node(self.plan.rank, doc_id)
         self.described.inc()
         self.progress.add()
-        yield name, (key, record(doc_id, text, source, key[1]))
-        reason = None if self.first_failure is None else self.first_failure(text, self.plan.quality)
+        kept, reason = (text, None) if self.filter_text is None else self.filter_text(text, self.plan.quality)
+        yield name, (key, record(doc_id, kept, source, key[1]), kept != text)
         if reason is not None:
             yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
         elif self.plan.exact or self.plan.near:
-            yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, text))
+            yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, kept))
 
 
 def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: str, text: str) -> tuple[bytes, tuple[str, list[bytes]]]:
@@ -150,7 +157,8 @@ def _near_removals(element: tuple[str, str], rank: int) -> Iterator[Any]:
 
 
 class _Decide(beam.DoFn):
-    """(node, {record, removal}) → kept (id, (key, record)), or a Removal on REMOVED."""
+    """(node, {record, removal}) → kept (id, (key, record)), plus 1 on EDITED when its text is not the text
+    read; or a Removal on REMOVED."""
 
     def __init__(self, against: Sequence[str]) -> None:
         self.against = list(against)
@@ -167,10 +175,12 @@ class _Decide(beam.DoFn):
             return  # a document of an --against corpus
         if len(records) != 1 or len(removals) > 1:
             raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
-        (key, packed), doc_id = records[0], split_node(name)[1]
+        (key, packed, edited), doc_id = records[0], split_node(name)[1]
         if not removals:
             self.kept.inc()
             yield doc_id, (key, packed)
+            if edited:
+                yield beam.pvalue.TaggedOutput(EDITED, 1)
             return
         self.removed.inc()
         reason, of = removals[0]
@@ -232,8 +242,9 @@ class CleanCorpus(beam.PTransform):
         decided = (
             {"record": described.records, "removal": removal}
             | "JoinRemovals" >> beam.CoGroupByKey()
-            | "Decide" >> beam.ParDo(_Decide([a.path for a in plan.against])).with_outputs(REMOVED, main="kept")
+            | "Decide" >> beam.ParDo(_Decide([a.path for a in plan.against])).with_outputs(REMOVED, EDITED, main="kept")
         )
+        edited = beam.pvalue.AsSingleton(decided[EDITED] | "EditedTexts" >> beam.CombineGlobally(sum))
         kept, removed = decided.kept, decided[REMOVED] | "NameSources" >> beam.Map(_with_source, names)
         counts = beam.pvalue.AsSingleton(
             kept
@@ -267,7 +278,7 @@ class CleanCorpus(beam.PTransform):
         return (
             shards
             | "AllShards" >> beam.combiners.ToList()
-            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, reasons, examples, tables)
+            | "Commit" >> beam.Map(_commit, plan, self.identity, counts, tallies, reasons, examples, tables, edited)
         )
 
     def _counts(self, total: int) -> dict[str, int]:
@@ -287,8 +298,10 @@ def clean_stats(
     reasons: Iterable[tuple[str, int]],
     examples: Iterable[tuple[str, tuple[str, int, str, str | None, str | None]]],
     tables: Iterable[tuple[str, int]],
+    edited: int,
 ) -> dict[str, Any]:
-    """stats.json: documents in, written, and removed by reason, with the first removal of each (in source
+    """stats.json: documents in, written (and of those, `documents_edited`: written with the text C4's line
+    removal left, not the text read), and removed by reason, with the first removal of each (in source
     order) as an example; refuses a run whose books do not balance."""
     dropped = {reason: tallies[reason] for reason in documents.DROP_REASONS}
     dropped.update({reason: 0 for reason in (*quality_reasons(plan), *DUPLICATE_REASONS)})
@@ -304,6 +317,7 @@ def clean_stats(
     return {
         "documents_in": tallies["documents_in"],
         "documents_written": written,
+        "documents_edited": edited,
         "dropped": dict(sorted(dropped.items())),
         "drop_examples": dict(sorted(found.items())),
         "files_unreadable": tallies["files_unreadable"],
@@ -323,6 +337,7 @@ def _commit(
     reasons: Iterable[tuple[str, int]],
     examples: Iterable[Any],
     tables: Iterable[tuple[str, int]],
+    edited: int,
 ) -> Meta:
     meta = Meta(
         section=plan.section(),
@@ -330,7 +345,7 @@ def _commit(
         config=dict(identity.config),
         inputs=identity.inputs,
     )
-    stats = clean_stats(meta, plan, tallies, reasons, examples, tables)
+    stats = clean_stats(meta, plan, tallies, reasons, examples, tables, edited)
     try:
         check_drops(stats, plan.max_drop_fraction, hints=_HINTS)
     except TooManyDropsError:
