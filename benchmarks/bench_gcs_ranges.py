@@ -253,7 +253,7 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
             next(stream)
             first, first_index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
         epoch, most = _epoch(scratch, uri, corpus)
-        total = (epoch.bytes + epoch.index_bytes) / epoch.asked
+        total = epoch.bytes / epoch.asked + epoch.index_bytes / corpus  # per epoch of the corpus
         base = base or total
         rows.append(
             f"{block:>5} B: epoch, cache corpus/5: {epoch.bytes / epoch.asked:.3f}x the windows' bytes fetched + "

@@ -41,6 +41,16 @@ PAGE_BYTES = 64 << 10
 _EXTENT = 16
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 _LEDGER = threading.local()
+_OPENING = threading.Lock()
+_OPEN_TRIES = 200
+
+
+def _fresh_opening_lock() -> None:  # a lock held by a thread at a fork would stay held in the child
+    global _OPENING
+    _OPENING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_opening_lock)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER,
                                   PRIMARY KEY (path, page));
@@ -60,9 +70,19 @@ def _ledger() -> sqlite3.Connection:
 
         os.makedirs(root, exist_ok=True)
         connection = sqlite3.connect(os.path.join(root, "ledger.sqlite"), timeout=600, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.executescript(_SCHEMA)
+        # Turning a new ledger to WAL takes its lock without waiting on the busy timeout, so the threads of
+        # a process (the stream's read-ahead) open it one at a time, and another process's open is waited out.
+        with _OPENING:
+            for attempt in range(_OPEN_TRIES):
+                try:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or attempt == _OPEN_TRIES - 1:
+                        raise
+                    time.sleep(0.05)
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.executescript(_SCHEMA)
         _LEDGER.connection = held = (os.getpid(), root, connection)
     return held[2]
 
