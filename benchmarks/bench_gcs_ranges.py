@@ -15,11 +15,16 @@ read the same ways at the record level (ImageRecords.read_batch, batch 32, no de
 batch's bytes against its records' chunk bytes and the whole-shard path's, an epoch in random order
 with a cache of corpus / 5 (bytes fetched, most disk held), and that epoch's records/s against the
 same epoch read from local disk.
+Block sizes: the same token documents written with block checksums of 4096 bytes (the layout before
+.bin shards took integrity.TOKEN_BLOCK_BYTES, and the baseline of these rows) and of 512, 256 and 128,
+each read through the emulator directly: the epoch with a cache of corpus / 5 (bytes fetched against
+the corpus, block files included and not, range requests a step, most disk held) and the first batch.
 Run: .venv/bin/python benchmarks/bench_gcs_ranges.py   (about a minute and a half)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -37,7 +42,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
 
-from dew.data import Loading, blockcache, datasets, formats, ranges, record_shards, remote, shard_cache
+from dew.data import Loading, blockcache, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
 from dew.data.images import shards as image_shards
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
@@ -146,7 +151,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             rng = np.random.default_rng(0)
             docs = [rng.integers(1, 60000, rng.integers(200, 1000)) for _ in range(DOCS)]
-            local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=4096)
+            block = integrity.TOKEN_BLOCK_BYTES
+            local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=block)
             corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
             uri, whole = "gs://dew-bench/ranged", "gs://dew-bench/whole"
             _upload(local, uri)
@@ -157,6 +163,7 @@ def main() -> None:
             _upload(images, images_uri)
             _upload(images, images_whole, drop_blocks=True)
             local_records = _image_epoch(images)[0]
+            layouts = _block_sizes(scratch, docs, corpus)
             # The emulator without the proxy: the ceiling this machine's emulator sets, whatever the latency.
             rows.append(_measure(scratch, uri, whole, corpus, 0.0, local_rate))
             rows.append(_measure_images(scratch, images, images_uri, images_whole, 0.0, local_records))
@@ -179,12 +186,14 @@ def main() -> None:
     )
     for row in rows:
         print(row)
+    print(f"block sizes (direct; the ratios against {BLOCK_SIZES[0]}-byte blocks, the baseline of these rows):")
+    for row in layouts:
+        print(row)
 
 
 def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, local_rate: float) -> str:
     batch_bytes = BATCH * (SEQ_LEN + 1) * 2
     _fresh_cache(scratch, 64 << 30)
-    before = ranges.FETCHED.bytes
     with _stream(whole, read_buffer=1).train() as stream:
         next(stream)
     whole_first = sum(
@@ -200,23 +209,60 @@ def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, lo
         first = ranges.FETCHED.bytes - before
         index = ranges.FETCHED.index_bytes - index
     budget = corpus // 5
-    _fresh_cache(scratch, budget)
-    before, most = ranges.FETCHED.bytes, 0
-    steps = corpus // batch_bytes
-    with _stream(uri).train() as stream:
-        for _ in range(steps):
-            next(stream)
-            most = max(most, blockcache.allocated())
-    epoch = ranges.FETCHED.bytes - before
+    epoch, most = _epoch(scratch, uri, corpus)
     _fresh_cache(scratch, budget)
     rate, requests = _steady(uri)
     where = f"{latency * 1000:.0f} ms" if latency else "direct"
     return (
         f"{where:>6}: first batch {first / batch_bytes:.2f}x its bytes (+ {index / 1e3:.0f} kB of block "
-        f"indexes; whole shards: {whole_first / batch_bytes:.0f}x) | epoch, cache corpus/5: {epoch / corpus:.2f}x the "
-        f"corpus fetched, disk held at most {most / budget:.2f}x the budget | steady {rate / 1e6:.2f} M tokens/s = "
-        f"{rate / local_rate:.3f}x local ({requests:.0f} range requests/s)"
+        f"indexes; whole shards: {whole_first / batch_bytes:.0f}x) | epoch, cache corpus/5: "
+        f"{epoch.bytes / epoch.asked:.2f}x the windows' bytes fetched, disk held at most {most / budget:.2f}x the "
+        f"budget | steady {rate / 1e6:.2f} M tokens/s = {rate / local_rate:.3f}x local ({requests:.0f} requests/s)"
     )
+
+
+BLOCK_SIZES = (4096, 512, 256, 128)
+
+
+def _epoch(scratch: str, uri: str, corpus: int) -> tuple[ranges.Counters, int]:
+    """What one epoch, from an empty cache of corpus / 5, asked of gs:// (ranges.Counters: `asked` is
+    the windows' bytes, the stream's read-ahead past the last step included), and the most disk held."""
+    _fresh_cache(scratch, corpus // 5)
+    before, most = dataclasses.replace(ranges.FETCHED), 0
+    with _stream(uri).train() as stream:
+        for _ in range(corpus // (BATCH * (SEQ_LEN + 1) * 2)):
+            next(stream)
+            most = max(most, blockcache.allocated())
+    fields = dataclasses.fields(ranges.Counters)
+    return ranges.Counters(**{f.name: getattr(ranges.FETCHED, f.name) - getattr(before, f.name) for f in fields}), most
+
+
+def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]:
+    """One row a block size: the epoch and the first batch of the same documents written with it."""
+    rows, base = [], 0.0
+    steps, batch_bytes = corpus // (BATCH * (SEQ_LEN + 1) * 2), BATCH * (SEQ_LEN + 1) * 2
+    for block in BLOCK_SIZES:
+        local = write_corpus(
+            os.path.join(scratch, f"blocks-{block}"), {"train": docs}, shards=SHARDS, block_bytes=block
+        )
+        uri = f"gs://dew-bench/blocks-{block}"
+        _upload(local, uri)
+        _fresh_cache(scratch, 64 << 30)
+        before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+        with _stream(uri, read_buffer=1).train() as stream:
+            next(stream)
+            first, first_index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
+        epoch, most = _epoch(scratch, uri, corpus)
+        total = epoch.bytes / epoch.asked + epoch.index_bytes / corpus  # per epoch of the corpus
+        base = base or total
+        rows.append(
+            f"{block:>5} B: epoch, cache corpus/5: {epoch.bytes / epoch.asked:.3f}x the windows' bytes fetched + "
+            f"{epoch.index_bytes / corpus:.3f}x the corpus in block files = {total:.3f}x ({total / base:.3f}x the "
+            f"{BLOCK_SIZES[0]}-byte layout's), {epoch.requests / steps:.0f} range requests a step, disk held at "
+            f"most {most / (corpus // 5):.2f}x the budget | first batch {first / batch_bytes:.3f}x its bytes + "
+            f"{first_index / 1e3:.1f} kB of block files"
+        )
+    return rows
 
 
 IMAGE_SHARDS, IMAGE_RECORDS, IMAGE_BATCH = 12, 48, 32

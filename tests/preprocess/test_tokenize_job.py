@@ -82,6 +82,13 @@ def test_bin_array_record_and_parquet_hold_the_same_tokens(text_inputs: Path, tm
         streams[ext] = (split_tokens(tmp_path / ext, "train"), split_tokens(tmp_path / ext, "val"))
         meta = formats.read_meta(str(tmp_path / ext))
         assert meta.shards("train")[0].name.endswith(f".{ext}")
+        # .bin shards are read at random windows, so their block checksums are of 256 bytes; the rest 4 KiB.
+        block = integrity.TOKEN_BLOCK_BYTES if ext == "bin" else integrity.BLOCK_BYTES
+        for shard in meta.shards("train"):
+            digest = integrity.Digest(block_bytes=block)
+            digest.update((tmp_path / ext / shard.name).read_bytes())
+            sums = (tmp_path / ext / (shard.name + formats.BLOCKS_SUFFIX)).read_bytes()
+            assert shard.block_bytes == block and sums == digest.blocks and len(sums) == 4 * -(-shard.bytes // block)
     for ext in ("array_record", "parquet"):
         for want, got in zip(streams["bin"], streams[ext], strict=True):
             np.testing.assert_array_equal(want, got)

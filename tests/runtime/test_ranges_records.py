@@ -67,10 +67,10 @@ def _blocks(local: str, indices: np.ndarray, opened: set[int]) -> tuple[int, int
     return size, chunk_bytes
 
 
-
 def _records(directory: str) -> image_shards.ImageRecords:
     """The train split's records of a committed images directory, local or gs://."""
     return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
+
 
 def _whole_shards(cache: str) -> list[str]:
     found = [(d, n) for d, _, names in os.walk(cache) for n in names if n.endswith(".array_record")]
@@ -137,7 +137,7 @@ def test_a_page_punched_out_between_fetch_and_read_costs_a_refetch_never_a_wrong
         out = real(requests)
         if not punched:  # as another worker's eviction would, the ledger left saying the pages are held
             for shard in {s for s, _, _ in requests}:
-                pages = os.path.getsize(shard.mirror()) // (BLOCK * blockcache.PAGE_BLOCKS) + 1
+                pages = os.path.getsize(shard.mirror()) // (BLOCK * blockcache.page_blocks(BLOCK)) + 1
                 for page in range(pages):
                     blockcache._punch(shard.mirror(), page)
                 punched.append(shard.uri)

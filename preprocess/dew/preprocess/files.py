@@ -330,14 +330,16 @@ class Checksums:
             write_atomic(index_name(final), self.index, output)
 
 
-def checksums_of(path: str) -> Checksums:
-    """The checksums of a file anywhere FileSystems reaches, read once in chunks.
+def checksums_of(path: str, *, name: str | None = None) -> Checksums:
+    """The checksums of a file anywhere FileSystems reaches, read once in chunks; `name` is the shard's
+    committed name where `path` is a temporary one (it decides the block size).
 
     crc32c is what readers check a local shard against when they can (much cheaper than sha256), and
-    the block checksums what they check a byte range of a gs:// shard against; an ArrayRecord file's
+    the block checksums (of integrity.block_bytes_for the file: 256 bytes for a .bin token shard, else
+    4 KiB) what they check a byte range of a gs:// shard against; an ArrayRecord file's
     record index is walked from the same bytes (dew.data.record_index).
     """
-    digest = integrity.Digest(block_bytes=integrity.BLOCK_BYTES)
+    digest = integrity.Digest(block_bytes=integrity.block_bytes_for(name or path))
     walker = Walker()
     size = 0
     with open_read(path) as f:

@@ -156,7 +156,9 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
         else:
             target = os.path.join(work, name)
         write_shard_file(target, fmt, spill.ordered())
-        return StagedShard(work=work, target=target, lengths=spill.lengths(), checksums=files.checksums_of(target))
+        return StagedShard(
+            work=work, target=target, lengths=spill.lengths(), checksums=files.checksums_of(target, name=name)
+        )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -2,7 +2,8 @@
 
 Each shard read by range (dew.data.ranges) has a mirror file under $DEW_CACHE_DIR/blocks holding only
 the blocks fetched so far; the rest are holes and take no disk. One SQLite ledger beside them, shared
-by every process of the host, records per page (PAGE_BLOCKS blocks of a mirror) which blocks are held,
+by every process of the host, records per page (PAGE_BYTES of a mirror: 16 blocks of 4 KiB, 256 of
+256 bytes) which blocks are held,
 the disk they take and when the page was last used. A process that brings new blocks takes the
 ledger's write lock, punches out least recently used pages (fallocate PUNCH_HOLE, which frees the disk
 at once even while another process has the mirror open) until the new blocks fit in
@@ -11,9 +12,10 @@ budget, with no directory walk, and no evicted file lingering open.
 
 Nothing read from a mirror is trusted: every block is checked against its recorded crc32c as it is
 read (a punched block reads as zeros and fails), so an eviction racing a read costs a refetch, never a
-wrong byte. The ledger charges a page its blocks rounded up to the filesystem's block, plus one block
-for the extent records a fragmented file needs, so the allocated size of the mirrors (st_blocks) stays
-within what it counts.
+wrong byte. The ledger charges a page the filesystem blocks its held blocks touch (a block smaller than
+the filesystem's costs the whole filesystem block it lies in, shared with its neighbours in it), plus
+room for the extent records a fragmented file needs, so the allocated size of the mirrors (st_blocks)
+stays within what it counts.
 """
 
 from __future__ import annotations
@@ -31,12 +33,24 @@ from dew.data import remote
 if TYPE_CHECKING:
     import sqlite3
 
-PAGE_BLOCKS = 16
+# A page is the ledger's unit (one row, evicted whole) whatever the block size, so a cache of small
+# blocks has as many rows as one of 4 KiB blocks; a block larger than a page is a page of one block.
+PAGE_BYTES = 64 << 10
 # Bytes an extent record may take on disk, with room for the index blocks above the leaves (ext4's are
-# 12 bytes, 340 to a 4 KiB leaf); a page of PAGE_BLOCKS blocks holds at most PAGE_BLOCKS // 2 extents.
+# 12 bytes, 340 to a 4 KiB leaf); a page spanning n filesystem blocks holds at most (n + 1) // 2 extents.
 _EXTENT = 16
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 _LEDGER = threading.local()
+_OPENING = threading.Lock()
+_OPEN_TRIES = 200
+
+
+def _fresh_opening_lock() -> None:  # a lock held by a thread at a fork would stay held in the child
+    global _OPENING
+    _OPENING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_opening_lock)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER,
                                   PRIMARY KEY (path, page));
@@ -56,9 +70,19 @@ def _ledger() -> sqlite3.Connection:
 
         os.makedirs(root, exist_ok=True)
         connection = sqlite3.connect(os.path.join(root, "ledger.sqlite"), timeout=600, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.executescript(_SCHEMA)
+        # Turning a new ledger to WAL takes its lock without waiting on the busy timeout, so the threads of
+        # a process (the stream's read-ahead) open it one at a time, and another process's open is waited out.
+        with _OPENING:
+            for attempt in range(_OPEN_TRIES):
+                try:
+                    connection.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or attempt == _OPEN_TRIES - 1:
+                        raise
+                    time.sleep(0.05)
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.executescript(_SCHEMA)
         _LEDGER.connection = held = (os.getpid(), root, connection)
     return held[2]
 
@@ -67,12 +91,26 @@ def _fs_block() -> int:
     return os.statvfs(remote.blocks_dir()).f_bsize
 
 
-def charge(block_bytes: int, blocks: int) -> int:
-    """Disk bytes `blocks` blocks of one page of `block_bytes` may take: each rounded out to whole
-    filesystem blocks (one that does not start on one may straddle two), plus the page's extent records."""
-    fs = _fs_block()
-    each = -(-block_bytes // fs) * fs + (fs if block_bytes % fs else 0)
-    return each * blocks + _EXTENT * (PAGE_BLOCKS // 2 + 1) if blocks else 0
+def page_blocks(block_bytes: int) -> int:
+    """Blocks of `block_bytes` a page holds."""
+    return max(1, PAGE_BYTES // block_bytes)
+
+
+def charge(block_bytes: int, page: int, blocks: Iterable[int]) -> int:
+    """Disk bytes the blocks `blocks` (indexes within the page) of page `page` of a mirror of
+    `block_bytes` blocks may take: every filesystem block they touch, whole, plus the page's extent
+    records. Exact for blocks of the filesystem's size; a smaller block costs the filesystem block it
+    lies in, which its neighbours in it then share."""
+    fs, first = _fs_block(), page * page_blocks(block_bytes)
+    touched: set[int] = set()
+    for bit in blocks:
+        lo = (first + bit) * block_bytes
+        touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
+    if not touched:
+        return 0
+    lo = first * block_bytes
+    spanned = (lo + page_blocks(block_bytes) * block_bytes - 1) // fs - lo // fs + 1
+    return len(touched) * fs + _EXTENT * ((spanned + 1) // 2 + 1)
 
 
 def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
@@ -91,14 +129,14 @@ def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
 
 def _blocks_of(mask: bytes) -> set[int]:
     value = int.from_bytes(mask, "little")
-    return {bit for bit in range(PAGE_BLOCKS) if value >> bit & 1}
+    return {bit for bit in range(8 * len(mask)) if value >> bit & 1}
 
 
-def _mask(blocks: Iterable[int]) -> bytes:
+def _mask(blocks: Iterable[int], block_bytes: int) -> bytes:
     value = 0
     for bit in blocks:
         value |= 1 << bit
-    return value.to_bytes(PAGE_BLOCKS // 8, "little")
+    return value.to_bytes(-(-page_blocks(block_bytes) // 8), "little")
 
 
 def store(
@@ -113,19 +151,20 @@ def store(
     ledger.execute("BEGIN IMMEDIATE")
     try:
         keep = {(path, page) for path, pages in touched.items() for page in pages}
-        keep |= {(path, block // PAGE_BLOCKS) for path, blocks in writes.items() for block in blocks}
+        keep |= {(path, b // page_blocks(block_bytes[path])) for path, blocks in writes.items() for b in blocks}
         plan: list[tuple[str, int | None, dict[int, bytes], set[int], int]] = []
         incoming = 0
         for path, blocks in writes.items():
             by_page: dict[int, dict[int, bytes]] = {}
+            per_page = page_blocks(block_bytes[path])
             for block, data in blocks.items():
-                by_page.setdefault(block // PAGE_BLOCKS, {})[block % PAGE_BLOCKS] = data
+                by_page.setdefault(block // per_page, {})[block % per_page] = data
             for page, new in by_page.items():
                 query = "SELECT mask, bytes FROM pages WHERE path = ? AND page = ?"
                 row = ledger.execute(query, (path, page)).fetchone()
                 have = _blocks_of(row[0]) if row else set()
                 after = have | set(new)
-                cost = charge(block_bytes[path], len(after)) - (row[1] if row else 0)
+                cost = charge(block_bytes[path], page, after) - (row[1] if row else 0)
                 plan.append((path, page, new, after, cost))
                 incoming += cost
         for path in writes:
@@ -147,7 +186,7 @@ def store(
             _write(path, block_bytes[path], slot, new)
             ledger.execute(
                 "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                (path, slot, _mask(after), charge(block_bytes[path], len(after)), now),
+                (path, slot, _mask(after, block_bytes[path]), charge(block_bytes[path], slot, after), now),
             )
             total += cost
         for path, page in keep:
@@ -186,8 +225,13 @@ def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) ->
 
 def _punch(path: str, page: int) -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    length = PAGE_BLOCKS * _block_bytes_of(path)
-    offset = page * length
+    block_bytes, fs = _block_bytes_of(path), _fs_block()
+    lo = page * page_blocks(block_bytes) * block_bytes
+    hi = lo + page_blocks(block_bytes) * block_bytes
+    # Out to whole filesystem blocks, which a page of blocks that do not divide PAGE_BYTES may share
+    # with its neighbours: a punch of part of one frees nothing. A neighbour's blocks in it then read as
+    # zeros and are fetched again; what the ledger charges the neighbour stays an upper bound.
+    offset, length = lo // fs * fs, -(-hi // fs) * fs - lo // fs * fs
     try:
         fd = os.open(path, os.O_WRONLY)
     except FileNotFoundError:
@@ -220,7 +264,7 @@ def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) 
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         for block, data in blocks.items():
-            os.pwrite(fd, data, (page * PAGE_BLOCKS + block) * block_bytes)
+            os.pwrite(fd, data, (page * page_blocks(block_bytes) + block) * block_bytes)
     finally:
         os.close(fd)
 

@@ -43,6 +43,17 @@ def _crc32c() -> Any:
 # The block checksums writers record beside each shard: crc32c of every BLOCK_BYTES bytes (the last
 # block may be shorter), which a reader fetching a byte range checks the blocks it covers against.
 BLOCK_BYTES = 4096
+# .bin token shards: a training window (seq_len + 1 ids) is read at a random place, and a window of
+# 2049 uint16 ids is 4098 bytes, so with 4 KiB blocks nearly every window fetches two blocks, twice
+# its bytes. With 256-byte blocks it fetches 17 (1.06x), for a .blocks file of 1.6% of the shard
+# (benchmarks/bench_gcs_ranges.py measures the sizes against each other; docs/runtime.md the table).
+TOKEN_BLOCK_BYTES = 256
+
+
+def block_bytes_for(name: str) -> int:
+    """The block size a writer records block checksums of for the shard file `name` (meta.json keeps
+    it per shard, so readers take whatever a corpus was written with)."""
+    return TOKEN_BLOCK_BYTES if name.endswith(".bin") else BLOCK_BYTES
 
 
 class Digest:

@@ -34,15 +34,20 @@ _DEFAULT_REQUESTS = 32
 _POOL: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 _SUMS: dict[str, np.ndarray] = {}
 _LOCK = threading.Lock()
+# One a shard and process (a lock held by a thread at a fork stays held in the child): concurrent
+# reads, the stream's read-ahead among them, fetch a shard's .blocks once.
+_SUMS_LOCKS: dict[tuple[int, str], threading.Lock] = {}
 
 
 @dataclasses.dataclass
 class Counters:
     """What this process asked of object storage through range reads: requests and body bytes, and the
-    block checksum files read."""
+    block checksum files read; `asked` is the bytes callers asked `read` for (cached or not), which
+    `bytes` exceeds by the blocks' rounding and falls short of by what the cache held."""
 
     requests: int = 0
     bytes: int = 0
+    asked: int = 0
     index_reads: int = 0
     index_bytes: int = 0
 
@@ -98,18 +103,27 @@ class RangedShard:
     def sums(self) -> np.ndarray:
         """The shard's block checksums, read once per process and checked against meta.json."""
         sums = _SUMS.get(self.key)
-        if sums is None:
-            where = self.uri + formats.BLOCKS_SUFFIX
-            try:
-                raw = remote.read_bytes(where)
-            except FileNotFoundError:
-                raise formats.DamagedError(f"{where} is missing; {remote.OVERWRITE}") from None
-            FETCHED.add(index_reads=1, index_bytes=len(raw))
-            count = -(-self.shard.bytes // self.block_bytes)
-            if len(raw) != 4 * count or integrity.digest_bytes(raw) != self.shard.blocks_crc32c:
-                raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
-            sums = _SUMS[self.key] = np.frombuffer(raw, dtype=">u4").astype(np.uint32)
-        return sums
+        if sums is not None:
+            return sums
+        with _LOCK:
+            lock = _SUMS_LOCKS.setdefault((os.getpid(), self.key), threading.Lock())
+        with lock:
+            sums = _SUMS.get(self.key)
+            if sums is None:
+                sums = _SUMS[self.key] = self._read_sums()
+            return sums
+
+    def _read_sums(self) -> np.ndarray:
+        where = self.uri + formats.BLOCKS_SUFFIX
+        try:
+            raw = remote.read_bytes(where)
+        except FileNotFoundError:
+            raise formats.DamagedError(f"{where} is missing; {remote.OVERWRITE}") from None
+        FETCHED.add(index_reads=1, index_bytes=len(raw))
+        count = -(-self.shard.bytes // self.block_bytes)
+        if len(raw) != 4 * count or integrity.digest_bytes(raw) != self.shard.blocks_crc32c:
+            raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
+        return np.frombuffer(raw, dtype=">u4").astype(np.uint32)
 
     def good(self, block: int, data: bytes) -> bool:
         if self.generation is not None:
@@ -127,6 +141,7 @@ def is_ranged(shard: formats.Shard) -> bool:
 def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
     """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first."""
     need: dict[RangedShard, set[int]] = {}
+    FETCHED.add(asked=sum(hi - lo for _, lo, hi in requests))
     for shard, lo, hi in requests:
         if not 0 <= lo <= hi <= shard.shard.bytes:
             raise IndexError(f"{shard.uri}: bytes {lo}..{hi} are outside its {shard.shard.bytes}")
@@ -138,10 +153,10 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
     touched: dict[str, set[int]] = {}
     runs = []
     for shard, blocks in need.items():
-        path = shard.mirror()
-        pages = blockcache.held_pages(path, (b // blockcache.PAGE_BLOCKS for b in blocks))
+        path, per_page = shard.mirror(), blockcache.page_blocks(shard.block_bytes)
+        pages = blockcache.held_pages(path, (b // per_page for b in blocks))
         touched[path] = set(pages)
-        held = [b for b in blocks if b % blockcache.PAGE_BLOCKS in pages[b // blockcache.PAGE_BLOCKS]]
+        held = [b for b in blocks if b % per_page in pages[b // per_page]]
         cached = blockcache.read_blocks(path, held, shard.block_bytes)
         got[shard] = {b: data for b, data in cached.items() if shard.good(b, data)}
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
