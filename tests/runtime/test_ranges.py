@@ -28,7 +28,8 @@ def _upload_directory(local: str, uri: str) -> None:
 def _corpus(tmp_path, name: str, *, shards: int = 5, docs: int = 40, block_bytes: int = BLOCK) -> tuple[str, str]:
     """A committed corpus written locally and copied to gs://: (local directory, gs:// URI)."""
     rng = np.random.default_rng(len(name))
-    documents = [rng.integers(0, 60000, rng.integers(50, 400)) for _ in range(docs)]
+    # Each closed by the eos (0), as the tokenize job writes them: a .bin shard's eos ids are its documents.
+    documents = [np.append(rng.integers(1, 60000, rng.integers(50, 400)), 0) for _ in range(docs)]
     local = write_corpus(str(tmp_path / name), {"train": documents}, shards=shards, block_bytes=block_bytes)
     uri = f"gs://{BUCKET}/{name}"
     _upload_directory(local, uri)

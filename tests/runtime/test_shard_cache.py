@@ -33,7 +33,8 @@ def _disk_held() -> int:
 
 def _token_corpus(tmp_path, name: str, shards: int) -> tuple[str, str]:
     rng = np.random.default_rng(shards)
-    documents = [rng.integers(0, 60000, int(rng.integers(2000, 4000))) for _ in range(shards * 8)]
+    # Each document closed by the eos (0), as the tokenize job writes them: a .bin shard's eos ids are its documents.
+    documents = [np.append(rng.integers(1, 60000, int(rng.integers(2000, 4000))), 0) for _ in range(shards * 8)]
     local = write_corpus(str(tmp_path / name), {"train": documents}, shards=shards)  # no block checksums
     uri = f"gs://{BUCKET}/{name}"
     _upload_directory(local, uri)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from dew.data import formats, locations, ranges, remote, shard_cache
+from dew.data.tokens.bin_documents import check_documents
 from dew.data.tokens.sources import (
     bounds,
     dtype_from_meta,
@@ -21,10 +22,12 @@ class TokenBytes:
     """Flat token ids in `.bin` files, read through a memmap.
 
     path is one file, or a committed corpus directory whose `split` shards read as one stream (their
-    sizes checked against meta.json now, their checksums when each is first mapped). The dtype and
-    vocabulary are meta.json's where there is one, else uint16 (nanoGPT's layout) and unchecked ids.
+    sizes checked against meta.json now, their checksums and document counts when each is first mapped:
+    dew.data.tokens.bin_documents). The dtype and vocabulary are meta.json's where there is one, else
+    uint16 (nanoGPT's layout) and unchecked ids.
     eos_id defaults to the corpus's own. A gs:// directory whose shards carry block checksums is read
-    by range (dew.data.ranges) instead of through memmaps of whole downloaded shards.
+    by range (dew.data.ranges) instead of through memmaps of whole downloaded shards: every block is
+    checked by its crc32c, and no document count is taken, which would fetch the whole shard.
 
     Args:
         path: A `.bin` file of ids, or a committed corpus directory.
@@ -46,6 +49,7 @@ class TokenBytes:
         self.path = path
         self._hold: object | None = None
         self._ranged: tuple[ranges.RangedShard, ...] | None = None
+        self._tokenizer: str | None = None
         if locations.is_directory(path):
             meta = formats.read_meta(path, kind="tokens")
             shards = meta.shards(split)
@@ -66,6 +70,7 @@ class TokenBytes:
             self.vocab_size: int | None = meta.tokens.vocab_size
             self._fingerprint: str | None = meta.fingerprint()
             own_eos = meta.tokens.eos_id
+            self._tokenizer = meta.tokens.tokenizer
         else:
             if not locations.exists(path):
                 raise FileNotFoundError(f"no token file at {path}")
@@ -81,7 +86,9 @@ class TokenBytes:
             self._fingerprint = None
             self.vocab_size = sibling.get("vocab_size") if sibling else None
             own_eos = sibling.get("eos_id") if sibling else None
+            self._tokenizer = sibling.get("tokenizer") if sibling else None
         self.eos_id = own_eos if eos_id is None else eos_id
+        self._own_eos = own_eos  # what the writer closed each document with, whatever eos a caller reads by
         self.split = split
         sizes = []
         for i, file in enumerate(self.files):
@@ -104,13 +111,25 @@ class TokenBytes:
 
     def open_handle(self, shard: int = 0) -> np.memmap:
         """A read-only memmap over one file (the only one, for a single .bin), a committed shard's content
-        verified first (fetched and checked, or hashed, once per host)."""
+        verified first (fetched and checked, or hashed, and its documents counted against meta.json's
+        record count, once per host)."""
         file = self.files[shard]
         if not self._shards:
             return np.memmap(file, dtype=self.dtype, mode="r")
         hold = shard_cache.Hold()
-        file = formats.verify_shard(self._directory, self._shards[shard], checksum=True, holder=hold)
+        committed = self._shards[shard]
+        file = formats.verify_shard(self._directory, committed, checksum=True, holder=hold)
         mapped = np.memmap(file, dtype=self.dtype, mode="r")
+        parsed = formats.parse_shard_name(committed.name)
+        check_documents(
+            file,
+            mapped.view(np.ndarray),
+            directory=self._directory,
+            split=parsed[0] if parsed else self.split,
+            shard=committed,
+            eos_id=self._own_eos,
+            tokenizer=self._tokenizer,
+        )
         if remote.is_remote(self._directory):
             # A cached copy stays on disk while the memmap or a view of it lives; the cache may ask for it back.
             shard_cache.pin(file, mapped, close=shard_cache.closer(self, "_let_go", shard))
