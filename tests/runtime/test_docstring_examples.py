@@ -46,23 +46,11 @@ DOCUMENTED = sorted(
 )
 
 
-# Public names whose docstrings still lack Args or a runnable Example (issue 23): each is an expected
-# failure, strictly, so documenting one fails here until it is taken off this list.
-UNDOCUMENTED = {
-    "dew.data.config.json_list_argument",
-    "dew.data.dataset.ramped",
-    "dew.data.phases.PhasedOrder",
-    "dew.data.position.GlobalPosition",
-    "dew.data.position.SharePosition",
-    "dew.data.position.parse",
-    "dew.data.providers.hf_options.HFOptions",
-    "dew.data.providers.hf_source.HFDatasetSource",
-    "dew.data.registry.Registry",
-    "dew.data.stream.GlobalStream",
-    "dew.data.tokenized.tokenized",
-    "dew.data.tokens.documents.PackedWindowSource",
-    "dew.data.tokens.token_column.TokenColumn",
-    "dew.data.tokens.token_records.TokenRecords",
+# What an Example needs beyond dew.data's own dependencies: the optional extra it imports.
+NEEDS = {
+    load: "datasets",
+    dew.data.HFDatasetSource: "datasets",
+    dew.data.TokenColumn: "pyarrow",
 }
 
 
@@ -71,8 +59,7 @@ def _path(obj: object) -> str:
 
 
 def _case(obj: object) -> object:
-    missing = pytest.mark.xfail(strict=True, reason="its docstring lacks Args or an Example (issue 23)")
-    return pytest.param(obj, id=_path(obj), marks=[missing] if _path(obj) in UNDOCUMENTED else [])
+    return pytest.param(obj, id=_path(obj))
 
 
 def _parameters(obj: object) -> list[str]:
@@ -116,8 +103,8 @@ def test_the_docstring_has_args_and_its_example_runs(obj: object) -> None:
     if obj in (dew.data.ImageDataset, dew.data.VideoDataset):
         return  # a base: its kinds carry the examples
     assert "Examples:" in doc, f"{obj.__qualname__} has no Examples section"
-    if obj is load:
-        pytest.importorskip("datasets")
+    if obj in NEEDS:
+        pytest.importorskip(NEEDS[obj])
     parser = doctest.DocTestParser()
     test = parser.get_doctest(doc, {}, obj.__qualname__, inspect.getsourcefile(obj), 0)
     assert test.examples, f"{obj.__qualname__}'s Example has no >>> lines"
