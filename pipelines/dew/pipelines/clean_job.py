@@ -42,6 +42,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The clean job's flags: its inputs, the quality and duplicate filters, and the output.
+
+    Returns:
+        The parser behind `dew-preprocess clean --help`; what it does not claim is Beam's.
+    """
     p = flags.parser("dew-preprocess clean", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input",
@@ -135,7 +140,15 @@ def build(pipeline: beam.Pipeline, plan: CleanPlan, identity: JobIdentity, paths
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Filters and deduplicates the input text into a committed documents directory at --output.
+
+    Args:
+        argv: This job's flags, then any of Beam's options; None takes sys.argv's.
+
+    Returns:
+        The run's counters (documents_kept, documents_removed, ...), or {} when this same job
+        already committed that output.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

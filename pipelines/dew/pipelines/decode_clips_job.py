@@ -36,6 +36,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The decode-clips job's flags: the videos, how clips are cut and sampled, and their audio.
+
+    Returns:
+        The parser `dew-preprocess decode-clips --help` comes from; flags it lacks reach Beam.
+    """
     p = flags.parser("dew-preprocess decode-clips", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input",
@@ -125,7 +130,15 @@ def build(pipeline: beam.Pipeline, plan: ClipsPlan, identity: JobIdentity, sourc
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Decodes the input videos into committed shards of clips, with their audio, at --output.
+
+    Args:
+        argv: Decode-clips flags first, Beam options after; None reads them from sys.argv.
+
+    Returns:
+        The job's counters by name, one per clip written and per reason a video was dropped; {}
+        when the same job committed that output before.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

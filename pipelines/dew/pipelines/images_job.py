@@ -35,6 +35,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The images job's flags: where the images and captions come from, how they are resized and stored.
+
+    Returns:
+        What `dew-preprocess images --help` shows; unclaimed flags go on to Beam.
+    """
     p = flags.parser("dew-preprocess images", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input",
@@ -110,7 +115,15 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Reads, resizes and encodes the input images with their captions into committed shards at --output.
+
+    Args:
+        argv: Flags of this job and then Beam's; None for the command line it was started with.
+
+    Returns:
+        Counters of the pipeline (images_encoded, records_written, each drop reason, ...), empty
+        when the output is already this same job's commit.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

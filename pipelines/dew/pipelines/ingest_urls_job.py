@@ -41,6 +41,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ingest-urls job's flags: the url lists and their columns, the fetching, and the images written.
+
+    Returns:
+        The parser of `dew-preprocess ingest-urls --help`, which leaves Beam's flags to Beam.
+    """
     p = flags.parser("dew-preprocess ingest-urls", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input", action="append", required=True, help="url lists (.parquet/.jsonl/.csv, globs) or a save_to_disk dir"
@@ -116,7 +121,15 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed and nothing is refetched)."""
+    """Fetches every listed url and writes the images that pass into committed shards at --output.
+
+    Args:
+        argv: The ingest-urls flags and Beam's after them; None means the process's arguments.
+
+    Returns:
+        What the fetch and the write counted, one counter per outcome, or {} when the output was
+        already committed and nothing is refetched.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

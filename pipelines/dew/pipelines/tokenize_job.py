@@ -38,6 +38,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The tokenize job's flags: its inputs, the tokenizer, the held-out split and the packing plans.
+
+    Returns:
+        The parser `dew-preprocess tokenize --help` prints; main passes what it leaves to Beam.
+    """
     p = flags.parser("dew-preprocess tokenize", __doc__.split("\n\n")[0])
     p.add_argument(
         "--input",
@@ -145,7 +150,15 @@ def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, path
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Tokenizes the input text into a committed token corpus at --output.
+
+    Args:
+        argv: The job's flags followed by Beam's pipeline options; None reads the process's own.
+
+    Returns:
+        Beam's counters by name (documents_tokenized, tokens, packed_windows_<split>, ...), or {}
+        when this same job already committed the output over these inputs.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)
