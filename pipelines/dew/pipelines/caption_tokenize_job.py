@@ -41,14 +41,15 @@ def parser() -> argparse.ArgumentParser:
         The parser printing `dew-preprocess caption-tokenize --help`; the rest is Beam's.
     """
     p = flags.parser("dew-preprocess caption-tokenize", __doc__.split("\n\n")[0])
-    p.add_argument("--input", action="append", required=True, help="the committed images directory (one)")
-    p.add_argument("--output", required=True, help="the new images directory (local or gs://)")
+    flags.committed_io(
+        p, inputs="the committed images directory (one)", output="the new images directory (local or gs://)"
+    )
     p.add_argument("--tokenizer", required=True, help="an HF hub name or a local tokenizer directory")
     p.add_argument(
         "--max_length", type=int, default=None, help="ids per caption, padded or cut; default the model's, else 77"
     )
     p.add_argument("--batch_size", type=int, default=256, help="captions per tokenizer call")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 

@@ -44,20 +44,17 @@ def parser() -> argparse.ArgumentParser:
         The parser `dew-preprocess tokenize --help` prints; main passes what it leaves to Beam.
     """
     p = flags.parser("dew-preprocess tokenize", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input",
-        action="append",
-        required=True,
-        help="file, glob or gs:// pattern, or a committed documents directory (dew-preprocess clean); repeatable",
+    flags.committed_io(
+        p,
+        inputs="file, glob or gs:// pattern, or a committed documents directory (dew-preprocess clean); repeatable",
+        output="corpus directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
     p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
     flags.switch(p, "--pack", "write the eos id after every document")
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
-    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
+    flags.shard_sizing(p, size="target shard size, MiB", count="train shard count, instead of by size")
     p.add_argument(
         "--seq_len",
         type=flags.positive_int,
@@ -74,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
         default=0.5,
         help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
     )
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 
@@ -135,7 +132,7 @@ def _plan(args: argparse.Namespace) -> CorpusPlan:
         read=read_options(args),
         ext=args.format,
         val_fraction=args.val_fraction,
-        shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+        shard_bytes=flags.shard_bytes(args),
         num_shards=args.num_shards,
         windows=tuple((seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))),
         batch_size=args.batch_size,
