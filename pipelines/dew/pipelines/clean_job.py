@@ -76,12 +76,7 @@ def parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(QualityConfig):
         _quality_flag(p, field)
     flags.shard_sizing(p, size="target shard size, MiB", count="shard count, instead of by size")
-    p.add_argument(
-        "--max_drop_fraction",
-        type=float,
-        default=0.95,
-        help="share of the documents read that may be removed; more, or none written, fails the job uncommitted",
-    )
+    flags.max_drop_fraction(p, default=0.95, dropped="removed")
     flags.overwrite(p)
     return p
 

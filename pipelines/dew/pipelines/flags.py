@@ -123,6 +123,16 @@ def shard_bytes(args: argparse.Namespace) -> int:
     return max(1, int(args.shard_size_mb * (1 << 20)))
 
 
+def max_drop_fraction(p: argparse.ArgumentParser, *, default: float, dropped: str) -> None:
+    """--max_drop_fraction of a job over documents, which says how its documents go (`dropped`, `removed`)."""
+    p.add_argument(
+        "--max_drop_fraction",
+        type=float,
+        default=default,
+        help=f"share of the documents read that may be {dropped}; more, or none written, fails the job uncommitted",
+    )
+
+
 def overwrite(p: argparse.ArgumentParser) -> None:
     """--overwrite: the last flag of every job that commits a directory."""
     switch(p, "--overwrite", "replace an output written by another config")

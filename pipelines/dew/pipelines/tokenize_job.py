@@ -65,12 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of the packing plans")
     add_read_flags(p)
     p.add_argument("--batch_size", type=flags.positive_int, default=512, help="documents per tokenizer call")
-    p.add_argument(
-        "--max_drop_fraction",
-        type=float,
-        default=0.5,
-        help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
-    )
+    flags.max_drop_fraction(p, default=0.5, dropped="dropped")
     flags.overwrite(p)
     return p
 
