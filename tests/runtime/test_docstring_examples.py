@@ -1,5 +1,5 @@
 """The Example of every public spec's docstring, of load and Dataset, and of the values a load takes, runs
-and shows what it says."""
+and shows what it says; every job's parser() and main(argv) say what they take and return."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 import dew.data
 from dew.data import DatasetSpec, datasets, load
+from dew.pipelines.jobs import JOBS, Job
 
 pytestmark = pytest.mark.slow  # the load example imports HF datasets
 
@@ -46,23 +47,11 @@ DOCUMENTED = sorted(
 )
 
 
-# Public names whose docstrings still lack Args or a runnable Example (issue 23): each is an expected
-# failure, strictly, so documenting one fails here until it is taken off this list.
-UNDOCUMENTED = {
-    "dew.data.config.json_list_argument",
-    "dew.data.dataset.ramped",
-    "dew.data.phases.PhasedOrder",
-    "dew.data.position.GlobalPosition",
-    "dew.data.position.SharePosition",
-    "dew.data.position.parse",
-    "dew.data.providers.hf_options.HFOptions",
-    "dew.data.providers.hf_source.HFDatasetSource",
-    "dew.data.registry.Registry",
-    "dew.data.stream.GlobalStream",
-    "dew.data.tokenized.tokenized",
-    "dew.data.tokens.documents.PackedWindowSource",
-    "dew.data.tokens.token_column.TokenColumn",
-    "dew.data.tokens.token_records.TokenRecords",
+# What an Example needs beyond dew.data's own dependencies: the optional extra it imports.
+NEEDS = {
+    load: "datasets",
+    dew.data.HFDatasetSource: "datasets",
+    dew.data.TokenColumn: "pyarrow",
 }
 
 
@@ -71,8 +60,7 @@ def _path(obj: object) -> str:
 
 
 def _case(obj: object) -> object:
-    missing = pytest.mark.xfail(strict=True, reason="its docstring lacks Args or an Example (issue 23)")
-    return pytest.param(obj, id=_path(obj), marks=[missing] if _path(obj) in UNDOCUMENTED else [])
+    return pytest.param(obj, id=_path(obj))
 
 
 def _parameters(obj: object) -> list[str]:
@@ -93,7 +81,11 @@ def _typing_construct(cls: type) -> bool:
 
 
 def _has_args(doc: str) -> bool:
-    return "\n    Args:\n" in doc or "\n        Args:\n" in doc or doc.startswith("Args:\n")
+    return _has_section(doc, "Args")
+
+
+def _has_section(doc: str, name: str) -> bool:
+    return f"\n    {name}:\n" in doc or f"\n        {name}:\n" in doc or doc.startswith(f"{name}:\n")
 
 
 def _own_fields(cls: type) -> list[str]:
@@ -116,12 +108,31 @@ def test_the_docstring_has_args_and_its_example_runs(obj: object) -> None:
     if obj in (dew.data.ImageDataset, dew.data.VideoDataset):
         return  # a base: its kinds carry the examples
     assert "Examples:" in doc, f"{obj.__qualname__} has no Examples section"
-    if obj is load:
-        pytest.importorskip("datasets")
+    if obj in NEEDS:
+        pytest.importorskip(NEEDS[obj])
+    _run_examples(obj, doc)
+
+
+def _run_examples(obj: object, doc: str, globs: dict[str, object] | None = None) -> None:
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(doc, {}, obj.__qualname__, inspect.getsourcefile(obj), 0)
+    test = parser.get_doctest(doc, dict(globs or {}), obj.__qualname__, inspect.getsourcefile(obj), 0)
     assert test.examples, f"{obj.__qualname__}'s Example has no >>> lines"
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{obj.__qualname__}: {result.failed} of {result.attempted} example lines failed"
+
+
+# Each job's entry points. Importing a job module imports apache_beam (inspect's aside), so they are
+# held to Args and Returns; an Example, where one is written, runs in its module's namespace.
+@pytest.mark.parametrize("entry", ["parser", "main"])
+@pytest.mark.parametrize("job", JOBS, ids=lambda job: job.module)
+def test_a_job_entry_point_has_args_and_returns(job: Job, entry: str) -> None:
+    pytest.importorskip("apache_beam")
+    module = job.load()
+    function = getattr(module, entry)
+    doc = function.__doc__ or ""
+    assert _has_args(doc) or not _parameters(function), f"{job.module}.{entry} has no Args section"
+    assert _has_section(doc, "Returns"), f"{job.module}.{entry} has no Returns section"
+    if "Examples:" in doc:
+        _run_examples(function, doc, vars(module))

@@ -35,20 +35,34 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The caption-tokenize job's flags: the committed images, the new directory, the tokenizer.
+
+    Returns:
+        The parser printing `dew-preprocess caption-tokenize --help`; the rest is Beam's.
+    """
     p = flags.parser("dew-preprocess caption-tokenize", __doc__.split("\n\n")[0])
-    p.add_argument("--input", action="append", required=True, help="the committed images directory (one)")
-    p.add_argument("--output", required=True, help="the new images directory (local or gs://)")
+    flags.committed_io(
+        p, inputs="the committed images directory (one)", output="the new images directory (local or gs://)"
+    )
     p.add_argument("--tokenizer", required=True, help="an HF hub name or a local tokenizer directory")
     p.add_argument(
         "--max_length", type=int, default=None, help="ids per caption, padded or cut; default the model's, else 77"
     )
     p.add_argument("--batch_size", type=int, default=256, help="captions per tokenizer call")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Copies a committed images directory to --output with each caption's token ids added.
+
+    Args:
+        argv: Its flags (one --input), then options for Beam; None uses sys.argv.
+
+    Returns:
+        The counters (captions_tokenized, records_written, ...), or {} for an output this same
+        job committed already.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     if len(args.input) != 1:

@@ -42,14 +42,17 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The clean job's flags: its inputs, the quality and duplicate filters, and the output.
+
+    Returns:
+        The parser behind `dew-preprocess clean --help`; what it does not claim is Beam's.
+    """
     p = flags.parser("dew-preprocess clean", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input",
-        action="append",
-        required=True,
-        help="file, glob or gs:// pattern, or a committed documents directory; repeatable",
+    flags.committed_io(
+        p,
+        inputs="file, glob or gs:// pattern, or a committed documents directory; repeatable",
+        output="documents directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="documents directory (local or gs://)")
     p.add_argument(
         "--against",
         action="append",
@@ -72,15 +75,9 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(quality=True)
     for field in dataclasses.fields(QualityConfig):
         _quality_flag(p, field)
-    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
-    p.add_argument(
-        "--max_drop_fraction",
-        type=float,
-        default=0.95,
-        help="share of the documents read that may be removed; more, or none written, fails the job uncommitted",
-    )
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.shard_sizing(p, size="target shard size, MiB", count="shard count, instead of by size")
+    flags.max_drop_fraction(p, default=0.95, dropped="removed")
+    flags.overwrite(p)
     return p
 
 
@@ -115,7 +112,7 @@ def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, tuple[I
             minhash=MinHashConfig(ngram=args.ngram, bands=args.bands, rows=args.rows, seed=args.seed),
             cc_rounds=args.cc_rounds,
             against=against,
-            shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+            shard_bytes=flags.shard_bytes(args),
             num_shards=args.num_shards,
             max_drop_fraction=args.max_drop_fraction,
         )
@@ -135,7 +132,15 @@ def build(pipeline: beam.Pipeline, plan: CleanPlan, identity: JobIdentity, paths
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Filters and deduplicates the input text into a committed documents directory at --output.
+
+    Args:
+        argv: This job's flags, then any of Beam's options; None takes sys.argv's.
+
+    Returns:
+        The run's counters (documents_kept, documents_removed, ...), or {} when this same job
+        already committed that output.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -36,14 +36,18 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The decode-clips job's flags: the videos, how clips are cut and sampled, and their audio.
+
+    Returns:
+        The parser `dew-preprocess decode-clips --help` comes from; flags it lacks reach Beam.
+    """
     p = flags.parser("dew-preprocess decode-clips", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input",
-        action="append",
-        required=True,
-        help="a folder of videos, video files or globs, or a .jsonl/.csv/.parquet list of path and caption; repeatable",
+    flags.committed_io(
+        p,
+        inputs="a folder of videos, video files or globs, or a .jsonl/.csv/.parquet list of path and caption; "
+        "repeatable",
+        output="clips directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="clips directory (local or gs://)")
     p.add_argument(
         "--layout", default="auto", choices=LAYOUTS, help="voxceleb2: <root>/<split>/<identity>/<clip>/<utterance>.mp4"
     )
@@ -72,10 +76,9 @@ def parser() -> argparse.ArgumentParser:
         "--no_audio", default="silence", choices=NO_AUDIO_POLICIES, help="a video without audio: silence or drop"
     )
     p.add_argument("--format", default="array_record", choices=("array_record", "parquet"), help="shard file kind")
-    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="shard count, instead of by size")
+    flags.shard_sizing(p, size="target shard size", count="shard count, instead of by size")
     flags.switch(p, "--strict", "fail on the first bad video, naming it, instead of counting it by reason")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 
@@ -108,7 +111,7 @@ def plan_from(args: argparse.Namespace) -> tuple[ClipsPlan, JobIdentity, tuple[S
             no_audio=args.no_audio,
             strict=args.strict,
             ext=args.format,
-            shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+            shard_bytes=flags.shard_bytes(args),
             num_shards=args.num_shards,
         )
     except ValueError as error:
@@ -125,7 +128,15 @@ def build(pipeline: beam.Pipeline, plan: ClipsPlan, identity: JobIdentity, sourc
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Decodes the input videos into committed shards of clips, with their audio, at --output.
+
+    Args:
+        argv: Decode-clips flags first, Beam options after; None reads them from sys.argv.
+
+    Returns:
+        The job's counters by name, one per clip written and per reason a video was dropped; {}
+        when the same job committed that output before.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -103,6 +103,41 @@ def positive_number(text: str) -> float:
     return value
 
 
+def committed_io(p: argparse.ArgumentParser, *, inputs: str, output: str) -> None:
+    """--input (required, repeatable) and --output (required): the first flags of every job that commits a
+    directory, each with its job's own `inputs` and `output` help."""
+    p.add_argument("--input", action="append", required=True, help=inputs)
+    p.add_argument("--output", required=True, help=output)
+
+
+def shard_sizing(p: argparse.ArgumentParser, *, count: str, size: str | None = None) -> None:
+    """--shard_size_mb (with its `size` help; left out when None, for a job that sizes shards otherwise)
+    and --num_shards (with its `count` help). shard_bytes() reads the size back."""
+    if size is not None:
+        p.add_argument("--shard_size_mb", type=positive_number, default=256.0, help=size)
+    p.add_argument("--num_shards", type=shard_count, default=None, help=count)
+
+
+def shard_bytes(args: argparse.Namespace) -> int:
+    """--shard_size_mb as bytes, at least one."""
+    return max(1, int(args.shard_size_mb * (1 << 20)))
+
+
+def max_drop_fraction(p: argparse.ArgumentParser, *, default: float, dropped: str) -> None:
+    """--max_drop_fraction of a job over documents, which says how its documents go (`dropped`, `removed`)."""
+    p.add_argument(
+        "--max_drop_fraction",
+        type=float,
+        default=default,
+        help=f"share of the documents read that may be {dropped}; more, or none written, fails the job uncommitted",
+    )
+
+
+def overwrite(p: argparse.ArgumentParser) -> None:
+    """--overwrite: the last flag of every job that commits a directory."""
+    switch(p, "--overwrite", "replace an output written by another config")
+
+
 def option_strings(p: argparse.ArgumentParser) -> list[str]:
     return [option for action in p._actions for option in action.option_strings]
 

@@ -35,14 +35,18 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The images job's flags: where the images and captions come from, how they are resized and stored.
+
+    Returns:
+        What `dew-preprocess images --help` shows; unclaimed flags go on to Beam.
+    """
     p = flags.parser("dew-preprocess images", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input",
-        action="append",
-        required=True,
-        help="an ImageFolder directory, a save_to_disk directory, or image/.parquet/.jsonl files or globs; repeatable",
+    flags.committed_io(
+        p,
+        inputs="an ImageFolder directory, a save_to_disk directory, or image/.parquet/.jsonl files or globs; "
+        "repeatable",
+        output="images directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="images directory (local or gs://)")
     p.add_argument("--image_field", default="image", help="row column of the image: bytes, a path or an HF Image")
     p.add_argument("--caption_field", default="caption", help="row column of the caption")
     p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
@@ -52,10 +56,9 @@ def parser() -> argparse.ArgumentParser:
     flags.switch(p, "--caption_sidecar", "an image file's caption is the text of <stem>.txt beside it")
     image_flags.add(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of records, drawn by a hash, held out")
-    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
+    flags.shard_sizing(p, size="target shard size", count="train shard count, instead of by size")
     flags.switch(p, "--dedupe", "drop images whose stored bytes repeat an earlier image's, as duplicate")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 
@@ -90,7 +93,7 @@ def _plan(args: argparse.Namespace) -> tuple[ImagesPlan, JobIdentity, Found]:
         extras=extras,
         **image_flags.plan_fields(args),
         val_fraction=args.val_fraction,
-        shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+        shard_bytes=flags.shard_bytes(args),
         num_shards=args.num_shards,
         dedupe=args.dedupe,
     )
@@ -110,7 +113,15 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Reads, resizes and encodes the input images with their captions into committed shards at --output.
+
+    Args:
+        argv: Flags of this job and then Beam's; None for the command line it was started with.
+
+    Returns:
+        Counters of the pipeline (images_encoded, records_written, each drop reason, ...), empty
+        when the output is already this same job's commit.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -41,18 +41,24 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ingest-urls job's flags: the url lists and their columns, the fetching, and the images written.
+
+    Returns:
+        The parser of `dew-preprocess ingest-urls --help`, which leaves Beam's flags to Beam.
+    """
     p = flags.parser("dew-preprocess ingest-urls", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input", action="append", required=True, help="url lists (.parquet/.jsonl/.csv, globs) or a save_to_disk dir"
+    flags.committed_io(
+        p,
+        inputs="url lists (.parquet/.jsonl/.csv, globs) or a save_to_disk dir",
+        output="images directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="images directory (local or gs://)")
     p.add_argument("--url_field", default="url", help="row column of the image url")
     p.add_argument("--caption_field", default="caption", help="row column of the caption")
     p.add_argument("--extra_field", action="append", default=[], help="row column passed through; repeatable")
     image_flags.add(p)
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of rows, drawn by a hash, held out")
     p.add_argument("--rows_per_shard", type=int, default=10_000, help="input rows per shard (before drops)")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by rows")
+    flags.shard_sizing(p, count="train shard count, instead of by rows")
     p.add_argument("--threads", type=int, default=64, help="concurrent fetches per worker process")
     p.add_argument("--per_host", type=int, default=16, help="most requests in flight to one host, per worker process")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds one attempt may take, body included")
@@ -63,7 +69,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--user_agent", default="dew-data/1", help="User-Agent sent, and the name X-Robots-Tag may address")
     flags.switch(p, "--ignore_optout", "fetch images whose X-Robots-Tag says noai or noimageai")
     flags.switch(p, "--refetch_failed", "in a committed output, fetch again only rows dropped as timeout or http_error")
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.overwrite(p)
     return p
 
 
@@ -116,7 +122,15 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed and nothing is refetched)."""
+    """Fetches every listed url and writes the images that pass into committed shards at --output.
+
+    Args:
+        argv: The ingest-urls flags and Beam's after them; None means the process's arguments.
+
+    Returns:
+        What the fetch and the write counted, one counter per outcome, or {} when the output was
+        already committed and nothing is refetched.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -33,6 +33,15 @@ _BAR = 40
 
 
 def parser() -> argparse.ArgumentParser:
+    """The inspect job's flags: the directory or mixture.json, the window, the samples and the page.
+
+    Returns:
+        The parser of `dew-preprocess inspect --help`; inspect runs no Beam, so it takes nothing else.
+
+    Examples:
+        >>> parser().parse_args(["corpus/", "--seq_len", "1024"]).seq_len
+        1024
+    """
     p = flags.parser("dew-preprocess inspect", __doc__.split("\n\n")[0])
     p.add_argument("path", help="a committed directory (local or gs://) or a mixture.json")
     p.add_argument(
@@ -51,6 +60,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> Summary:
+    """Prints what the directory or mixture plan holds, and writes it as one page with --html.
+
+    Args:
+        argv: The inspect flags; None for the command line.
+
+    Returns:
+        The summary the text and the page were made from (dew.pipelines.inspection.summarize).
+    """
     args, _ = flags.parse(parser(), argv, beam=False)
     summary = summarize(
         args.path, seq_len=args.seq_len, packing_bins=args.packing_bins, samples=args.samples, sample=args.sample

@@ -30,6 +30,11 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The pack job's flags: the committed corpus and each window (seq_len) to plan at.
+
+    Returns:
+        The parser of `dew-preprocess pack --help`; Beam takes the flags it does not.
+    """
     p = flags.parser("dew-preprocess pack", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", required=True, help="a committed corpus directory (local or gs://)")
     p.add_argument(
@@ -44,7 +49,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, int]:
-    """Runs the job; prints one line per split and seq_len (windows, padding) and returns the counters."""
+    """Writes the corpus's document index and a packing plan per split and seq_len, printing each one's fill.
+
+    Args:
+        argv: The pack flags, Beam's options after them; None stands for the process's arguments.
+
+    Returns:
+        The counters the run reported (packed_windows_<split>, ...).
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -53,6 +53,11 @@ def _where(path: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The plan-mixture job's flags: each corpus with its weight, the token budget, the window and the plan file.
+
+    Returns:
+        What `dew-preprocess plan-mixture --help` lists; anything else goes on to Beam.
+    """
     p = flags.parser("dew-preprocess plan-mixture", __doc__.split("\n\n")[0])
     p.add_argument("--corpus", type=_corpus, action="append", required=True, help="DIR=WEIGHT; repeatable")
     p.add_argument(
@@ -66,6 +71,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Plans the windows and epochs each corpus of the mixture gives, writes the plan to --output, prints it.
+
+    Args:
+        argv: plan-mixture's flags and then Beam's; None reads sys.argv.
+
+    Returns:
+        The plan as written: per corpus, its share of the budget, the windows its split packs into
+        and the epochs that makes.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

@@ -38,21 +38,23 @@ JOB = Job(
 
 
 def parser() -> argparse.ArgumentParser:
+    """The tokenize job's flags: its inputs, the tokenizer, the held-out split and the packing plans.
+
+    Returns:
+        The parser `dew-preprocess tokenize --help` prints; main passes what it leaves to Beam.
+    """
     p = flags.parser("dew-preprocess tokenize", __doc__.split("\n\n")[0])
-    p.add_argument(
-        "--input",
-        action="append",
-        required=True,
-        help="file, glob or gs:// pattern, or a committed documents directory (dew-preprocess clean); repeatable",
+    flags.committed_io(
+        p,
+        inputs="file, glob or gs:// pattern, or a committed documents directory (dew-preprocess clean); repeatable",
+        output="corpus directory (local or gs://)",
     )
-    p.add_argument("--output", required=True, help="corpus directory (local or gs://)")
     p.add_argument("--tokenizer", default="byte", help="'byte', an HF hub name, or a local tokenizer directory")
     flags.switch(p, "--pack", "write the eos id after every document")
     p.add_argument("--eos_id", type=int, default=None, help="eos id to use instead of the tokenizer's own")
     p.add_argument("--format", default="bin", choices=("bin", "array_record", "parquet"), help="shard file kind")
     p.add_argument("--val_fraction", type=float, default=0.0, help="share of tokens, from the end, held out as val")
-    p.add_argument("--shard_size_mb", type=flags.positive_number, default=256.0, help="target shard size, MiB")
-    p.add_argument("--num_shards", type=flags.shard_count, default=None, help="train shard count, instead of by size")
+    flags.shard_sizing(p, size="target shard size, MiB", count="train shard count, instead of by size")
     p.add_argument(
         "--seq_len",
         type=flags.positive_int,
@@ -63,13 +65,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--packing_bins", type=flags.positive_int, default=8, help="open windows of the packing plans")
     add_read_flags(p)
     p.add_argument("--batch_size", type=flags.positive_int, default=512, help="documents per tokenizer call")
-    p.add_argument(
-        "--max_drop_fraction",
-        type=float,
-        default=0.5,
-        help="share of the documents read that may be dropped; more, or none written, fails the job uncommitted",
-    )
-    flags.switch(p, "--overwrite", "replace an output written by another config")
+    flags.max_drop_fraction(p, default=0.5, dropped="dropped")
+    flags.overwrite(p)
     return p
 
 
@@ -130,7 +127,7 @@ def _plan(args: argparse.Namespace) -> CorpusPlan:
         read=read_options(args),
         ext=args.format,
         val_fraction=args.val_fraction,
-        shard_bytes=max(1, int(args.shard_size_mb * (1 << 20))),
+        shard_bytes=flags.shard_bytes(args),
         num_shards=args.num_shards,
         windows=tuple((seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))),
         batch_size=args.batch_size,
@@ -145,7 +142,15 @@ def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, path
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Runs the job; returns its counters (empty when the output was already committed by this same job)."""
+    """Tokenizes the input text into a committed token corpus at --output.
+
+    Args:
+        argv: The job's flags followed by Beam's pipeline options; None reads the process's own.
+
+    Returns:
+        Beam's counters by name (documents_tokenized, tokens, packed_windows_<split>, ...), or {}
+        when this same job already committed the output over these inputs.
+    """
     args, rest = flags.parse(parser(), argv, beam=True)
     common.configure_logging(args.verbose)
     options = common.pipeline_options(rest)

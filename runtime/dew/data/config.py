@@ -21,7 +21,28 @@ class JsonList:
 
 
 def json_list_argument(item: type) -> JsonList:
-    """Annotation metadata: the field is a JSON list of `item` values, each an object of its fields."""
+    """Marks a tuple field of a spec whose config form is a JSON list of `item` objects.
+
+    Put it in the field's Annotated type: `to_config` writes each element as an object of its fields,
+    and `from_config` builds each element back from one, naming the element that is wrong.
+
+    Args:
+        item: The dataclass each element of the list is.
+
+    Returns:
+        The annotation metadata that from_config looks for.
+
+    Examples:
+        >>> import dataclasses
+        >>> from typing import Annotated
+        >>> from dew.data import DataPhase, json_list_argument
+        >>> from dew.data.config import from_fields
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Run:
+        ...     phases: Annotated[tuple[DataPhase, ...], json_list_argument(DataPhase)] = ()
+        >>> from_fields(Run, {"phases": [{"path": "web", "until_step": 100}, {"path": "code"}]}, "run").phases
+        (DataPhase(path='web', until_step=100), DataPhase(path='code', until_step=None))
+    """
     return JsonList(item)
 
 

@@ -12,7 +12,8 @@ from dew.data.order import OnePass, Order, ShuffledEpochs
 from dew.data.partition import DataPartition
 from dew.data.position import Position
 from dew.data.ramp import Ramp, Schedule
-from dew.data.stream import GlobalReader, ShareReader
+from dew.data.share_stream import ShareReader
+from dew.data.stream import GlobalReader
 
 if TYPE_CHECKING:
     import grain
@@ -148,7 +149,27 @@ def ramped(dataset: Dataset, ramp: Ramp) -> Dataset:
     """`dataset` with its training batch growing to `dataset.batch` over `ramp`.
 
     Validation keeps the full batch: a score over a changing number of records would measure a
-    different thing each time. Only a stream whose position is a global record count can ramp.
+    different thing each time. Only a stream whose position is a global record count can ramp; one
+    that batches its own share (a grain pipeline built per partition) is refused by name.
+
+    Args:
+        dataset: What a spec's load gave; its batch is the one the ramp ends at.
+        ramp: How the batch grows.
+
+    Returns:
+        The same dataset, its training stream read in the ramp's steps and its `ramp` set.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from dew.data import DataPartition, Loading, Ramp, datasets, ramped
+        >>> path = os.path.join(tempfile.mkdtemp(), "tokens.bin")
+        >>> np.arange(1000, dtype=np.uint16).tofile(path)
+        >>> data = datasets.TokenWindows(path=path, seq_len=8, loading=Loading(workers=0)).load(batch=4)
+        >>> grown = ramped(data, Ramp(start=2, increment=1, samples=4))
+        >>> with grown.train(DataPartition()) as stream:
+        ...     [len(next(stream)["text"]) for _ in range(4)]
+        [2, 3, 4, 4]
     """
     if not isinstance(dataset.train, GlobalReader):
         raise TypeError(

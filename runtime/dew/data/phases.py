@@ -79,8 +79,25 @@ def check_phases(phases: Sequence[DataPhase]) -> None:
 class PhasedOrder(BaseOrder):
     """Mixtures read one after another, each until a global record count, the last running on.
 
-    `phases` are (until_records, corpora) with corpora at offset 0; the offsets that carry each
-    corpus's order over from earlier phases are worked out here, by name.
+    Each corpus's shuffled order runs on across the phases: a phase starts every corpus past the
+    records earlier phases took from it, matched by name, so no record repeats before its corpus's
+    epoch ends. A resume accepts phases appended, or the current phase's end moved past the records
+    already read; any other change to the list is refused, naming the phase.
+
+    Args:
+        phases: (until, corpora) per phase: the global record the phase ends before (None for the
+            last), and its corpora, each at offset 0.
+        seed: The seed of every corpus's shuffle.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dew.data import Corpus, PhasedStream
+        >>> web, code = Corpus("web", list(range(10)), 1.0), Corpus("code", list(range(100, 110)), 1.0)
+        >>> order = PhasedStream([(4, [web]), (None, [web, code])], seed=0)
+        >>> [p["reads"]["corpora"][0]["offset"] for p in order.describe()["phases"]]  # web goes on past 4
+        [0, 4]
+        >>> int(order.read(np.arange(4)).max()) < 100  # the first phase reads web alone
+        True
     """
 
     def __init__(self, phases: Sequence[tuple[int | None, Sequence[Corpus]]], seed: int) -> None:

@@ -23,7 +23,22 @@ Position = dict[str, Any]
 
 @dataclasses.dataclass(frozen=True)
 class GlobalPosition:
-    """`records` global records handed over so far, of the order `reads` describes."""
+    """`records` global records handed over so far, of the order `reads` describes.
+
+    The count is over the global order, not over one share's rows, so it resumes on any share count
+    that divides the batch; `reads` is what a resume compares against this stream's own description.
+
+    Args:
+        records: Global records every share together has handed over.
+        reads: The description of the order they came from.
+        tokens: Real tokens each corpus has supplied so far, by corpus name.
+
+    Examples:
+        >>> from dew.data import position
+        >>> state = position.GlobalPosition(records=64, reads={"source": "wiki"}).to_state()
+        >>> state["kind"], state["records"]
+        ('dew.global/1', 64)
+    """
 
     records: int
     reads: Mapping[str, Any]
@@ -35,7 +50,23 @@ class GlobalPosition:
 
 @dataclasses.dataclass(frozen=True)
 class SharePosition:
-    """Grain's own iterator state for share `index` of `count`, over the pipeline `reads` names."""
+    """Grain's own iterator state for share `index` of `count`, over the pipeline `reads` names.
+
+    It resumes only on a reader of the same share over the same pipeline: the state is Grain's and
+    says nothing about the records of any other share.
+
+    Args:
+        index: Which share saved it.
+        count: How many shares there were.
+        reads: The description of the pipeline the share reads.
+        state: Grain's iterator state, as get_state returned it.
+
+    Examples:
+        >>> from dew.data import position
+        >>> saved = position.SharePosition(index=1, count=4, reads={"grain": "mine"}, state={"step": 3})
+        >>> saved.to_state()["kind"]
+        'dew.share/1'
+    """
 
     index: int
     count: int
@@ -54,7 +85,28 @@ class SharePosition:
 
 def parse(state: Mapping[str, Any]) -> GlobalPosition | SharePosition:
     """Which kind of position `state` is, refusing anything that is neither, and any field of the wrong
-    shape by name, so a damaged checkpoint fails where it is read rather than deep inside a stream."""
+    shape by name, so a damaged checkpoint fails where it is read rather than deep inside a stream.
+
+    Args:
+        state: What a stream's get_state returned, as a checkpoint gives it back.
+
+    Returns:
+        A GlobalPosition or a SharePosition.
+
+    Raises:
+        TypeError: `state` is not a mapping.
+        ValueError: It is neither kind, lacks a field, or holds one of the wrong shape.
+
+    Examples:
+        >>> from dew.data import position
+        >>> saved = position.parse({"kind": "dew.global/1", "records": 64, "reads": {"source": "wiki"}})
+        >>> type(saved).__name__, saved.records
+        ('GlobalPosition', 64)
+        >>> position.parse({"kind": "dew.global/1", "records": -1, "reads": {}})
+        Traceback (most recent call last):
+        ...
+        ValueError: data position records must be a non-negative int, got -1
+    """
     if not isinstance(state, Mapping):
         raise TypeError(f"a data position is a mapping, got {type(state).__name__}")
     kind = state.get("kind")

@@ -39,7 +39,7 @@ class InProcess:
         return batch
 
     def close(self) -> None:
-        """Drops the steps read ahead; _Started.close waits out a read still running."""
+        """Drops the steps read ahead; stream.Started.close waits out a read still running."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pending.clear()

@@ -40,6 +40,25 @@ class Registry(KindAttributes, Mapping[str, type[DatasetSpec]]):
     `spec.to_config()`. `discover`, when given, runs once before the first lookup, to import whatever
     registers the kinds. KindAttributes (dew.data.kinds, generated) declares each built-in kind's
     attribute for type checkers, so `datasets.PackedTokens(...)` is checked against its signature.
+    `dew.data.datasets` is the one registry every built-in kind registers in.
+
+    Args:
+        discover: Imports what registers the kinds, once, before the first lookup; None for a
+            registry that holds only what is registered in it by hand.
+
+    Examples:
+        >>> import dataclasses
+        >>> from dew.data import DatasetSpec
+        >>> from dew.data.registry import Registry
+        >>> kinds = Registry()
+        >>> @kinds("toy")
+        ... @dataclasses.dataclass(frozen=True)
+        ... class Toy(DatasetSpec):
+        ...     path: str = ""
+        >>> list(kinds), kinds["toy"] is kinds.Toy
+        (['toy'], True)
+        >>> kinds.from_config({"kind": "toy", "path": "corpus"}).path
+        'corpus'
     """
 
     def __init__(self, discover: Callable[[], None] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Batch iterators: the global stream every spec trains on, and a share's own Grain pipeline.
+"""The global stream every spec trains on (a share's own Grain pipeline is dew.data.share_stream).
 
 The global stream turns a global record order into this share's rows of each step. Step s covers
 global records [first_s, first_s + batch_s); share i of c reads first_s + i, first_s + i + c, … . The
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,7 +106,7 @@ def _owned(batch: Any) -> Any:
     return batch
 
 
-class _Started:
+class Started:
     """What one stream started: grain's iterator and, for a global stream, the reads it runs.
 
     A stream's finalizer holds this rather than the stream, so that what a stream started is closed
@@ -148,6 +148,32 @@ class GlobalStream:
     get_state/set_state make it Checkpointable. A saved position resumes on any share count that
     divides the batch of every step still to be read (a ramp's finished stages do not count), and is
     refused when it was saved over a different order.
+
+    Args:
+        order: The global order of records; `order.read(ks)` is the batch of global records ks.
+        schedule: Each step's first global record and batch (a flat batch, or a ramp's stages).
+        partition: Which share of every global batch this stream reads.
+        loading: The reader threads and worker processes that read it.
+        steps: Steps until the stream ends; None for an endless one.
+        synchronous: Read in the caller's thread when there are no workers (plain copies, no decoding).
+        remote: The order reads gs:// corpora, so an in-process stream reads steps ahead.
+
+    Examples:
+        >>> from dew.data import DataPartition, GlobalStream, Loading
+        >>> from dew.data.order import ShuffledEpochs
+        >>> from dew.data.ramp import Schedule
+        >>> order, batch = ShuffledEpochs(list(range(100)), seed=0), Schedule.flat(8)
+        >>> def share(index, count):
+        ...     return GlobalStream(order, batch, DataPartition(index, count), Loading(workers=0), synchronous=True)
+        >>> with share(0, 2) as stream:  # this share's 4 rows of the 8 each step holds
+        ...     rows = len(next(stream))
+        ...     state = stream.get_state()
+        >>> rows, state["records"]
+        (4, 8)
+        >>> with share(1, 4) as resumed:  # the position resumes on another share count
+        ...     resumed.set_state(state)
+        ...     resumed.records, len(next(resumed))
+        (8, 2)
     """
 
     def __init__(
@@ -177,7 +203,7 @@ class GlobalStream:
         # the counting waits for get_state, where one vectorised pass is far cheaper than one per step.
         self._tokens: dict[str, int] = {}
         self._counted_step = 0
-        self._started: _Started | None = None
+        self._started: Started | None = None
         # Closes what the stream started, on close(), on collection, or at exit without either.
         self._finalizer: weakref.finalize | None = None
         self._closed = False
@@ -205,7 +231,7 @@ class GlobalStream:
             except ValueError as error:
                 raise ValueError(f"{error} (the ramp stage from global record {stage.records})") from None
 
-    def _start(self) -> _Started:
+    def _start(self) -> Started:
         self._check_stages_ahead(self._next_step)
         reads = _ShareRows(self.order, self.schedule, self.partition)
         iterator: grain.DatasetIterator | InProcess
@@ -218,7 +244,7 @@ class GlobalStream:
             iterator = InProcess(reads, self._next_step, stop, ahead=ahead)
         else:
             iterator = iter(_through_grain(reads, self._next_step, stop, self.loading))
-        self._started = _Started(
+        self._started = Started(
             iterator, from_workers=self.loading.workers > 0, rows=reads, stop_seconds=self.loading.stop_seconds
         )
         self._finalizer = weakref.finalize(self, self._started.close)
@@ -306,84 +332,3 @@ class GlobalReader:
 
     def with_schedule(self, schedule: Schedule) -> GlobalReader:
         return dataclasses.replace(self, schedule=schedule)
-
-
-class ShareStream:
-    """A share's own Grain iterator, batched where it is; its position is Grain's state for that share."""
-
-    def __init__(
-        self,
-        iterator: grain.DatasetIterator,
-        partition: DataPartition,
-        reads: Mapping[str, Any],
-        *,
-        from_workers: bool = False,
-    ):
-        self.partition, self.reads = partition, dict(reads)
-        # Grain's close waits out what its iterator started, so there are no reads of ours to wait for.
-        self._started = _Started(iterator, from_workers=from_workers, rows=None, stop_seconds=0.0)
-        self._finalizer = weakref.finalize(self, self._started.close)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        return next(self._started)
-
-    @property
-    def _iterator(self) -> grain.DatasetIterator:
-        if self._started.iterator is None:
-            raise RuntimeError("this data iterator is closed")
-        return self._started.iterator
-
-    def get_state(self) -> position.Position:
-        state = self._iterator.get_state()
-        return position.SharePosition(self.partition.index, self.partition.count, self.reads, state).to_state()
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        saved = position.parse(state)
-        if isinstance(saved, position.GlobalPosition):
-            raise ValueError(
-                "this stream batches its own share and keeps grain's state for it; a global record "
-                f"count ({saved.records} records of {position.describe(saved.reads)}) cannot place it"
-            )
-        if (saved.index, saved.count) != (self.partition.index, self.partition.count):
-            raise ValueError(
-                f"the saved position belongs to share {saved.index} of {saved.count}, this reader is share "
-                f"{self.partition.index} of {self.partition.count}; a share's own state resumes only there"
-            )
-        if dict(saved.reads) != self.reads:
-            raise ValueError(
-                f"the saved position reads {position.describe(saved.reads)}, "
-                f"this stream reads {position.describe(self.reads)}"
-            )
-        self._iterator.set_state(dict(saved.state))
-
-    def close(self) -> None:
-        self._finalizer()
-
-    def __enter__(self) -> ShareStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@dataclasses.dataclass(frozen=True)
-class ShareReader:
-    """Opens a share's own pipeline: `build(partition)` gives the IterDataset of that share's records."""
-
-    build: Callable[[DataPartition], grain.IterDataset]
-    batch: int
-    loading: Loading
-    reads: Mapping[str, Any]
-
-    def __repr__(self) -> str:
-        return f"ShareReader(batch={self.batch}, workers={self.loading.workers}, reads={position.describe(self.reads)})"
-
-    def __call__(self, partition: DataPartition | None = None) -> ShareStream:
-        partition = partition or DataPartition()
-        ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
-        if self.loading.workers:
-            ds = workers.prefetch(ds, self.loading)
-        return ShareStream(iter(ds), partition, self.reads, from_workers=self.loading.workers > 0)

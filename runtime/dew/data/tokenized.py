@@ -61,7 +61,28 @@ class CheckpointableTokenizedStream(TokenizedStream):
 def tokenized(
     stream: Iterator[Mapping[str, Any]], tokenize: Tokenize, *, field: str = "caption", key: str = "text"
 ) -> TokenizedStream:
-    """`stream` with each batch's `field` (captions) tokenized into `key`, its position forwarded if it has one."""
+    """`stream` with each batch's `field` (captions) tokenized into `key`, its position forwarded if it has one.
+
+    Captions held as bytes are decoded as utf-8 first. The wrapper has get_state and set_state exactly
+    when `stream` has both, so a run checkpoints over it exactly when it could over `stream`; closing
+    it closes `stream`.
+
+    Args:
+        stream: Batches that hold a list of captions under `field`.
+        tokenize: Turns a list of caption strings into the ids stored under `key`.
+        field: The key of the captions in each batch.
+        key: Where the ids go; a batch that holds it already is refused.
+
+    Returns:
+        An iterator of the batches with the ids added.
+
+    Examples:
+        >>> from dew.data import tokenized
+        >>> batches = iter([{"caption": [b"a red cat", b"dog"]}])
+        >>> with tokenized(batches, lambda captions: [len(c.split()) for c in captions]) as stream:
+        ...     next(stream)["text"]
+        [3, 1]
+    """
     if hasattr(stream, "get_state") and hasattr(stream, "set_state"):
         return CheckpointableTokenizedStream(stream, tokenize, field=field, key=key)
     return TokenizedStream(stream, tokenize, field=field, key=key)

@@ -27,6 +27,30 @@ class HFOptions:
     forwards too. Every field is load_dataset's, under the library's name, except `config`: that is
     load_dataset's `name`, which dew already uses for which dataset a spec reads. Enum values are kept
     as their strings, which load_dataset accepts, so the options have a JSON form.
+
+    Args:
+        config: load_dataset's `name`: which configuration of the dataset (a wikipedia dump's date).
+        data_dir: The data directory within the dataset's repository or folder.
+        data_files: A file, files, or {split: files}; a JSON list and a tuple give equal options.
+        cache_dir: Where the library caches what it downloads and the Arrow files it writes.
+        features: The schema to read the files as.
+        download_config: The library's download settings.
+        download_mode: Whether to reuse a cached download or dataset ("reuse_dataset_if_exists"...).
+        verification_mode: Which checks of the downloaded files to run ("basic_checks"...).
+        keep_in_memory: Whether to copy the table into memory rather than memory-map its cache.
+        save_infos: Whether to save what the library records of the dataset (checksums, sizes, splits).
+        revision: The repository's branch, tag or commit.
+        token: The hub token, or True for the one the hub login saved.
+        num_proc: Processes that download and prepare the dataset.
+        storage_options: Options of the fsspec filesystem a remote path is read through.
+
+    Examples:
+        >>> from dew.data import HFOptions
+        >>> options = HFOptions(config="20231101.en", data_files=["a.jsonl", "b.jsonl"])
+        >>> options.data_files  # lists and tuples give equal options
+        ('a.jsonl', 'b.jsonl')
+        >>> options == HFOptions(config="20231101.en", data_files=("a.jsonl", "b.jsonl"))
+        True
     """
 
     config: str | None = None

@@ -23,6 +23,23 @@ class HFDatasetSource:
     never travels in it: a named dataset loads again from its name inside the worker (a cache hit after
     the first), one whose table already lives in Arrow files travels as those files' paths, and one
     held in memory is written out once with save_to_disk and reopened from there by every worker.
+
+    Args:
+        name: A hub dataset id or a local path that load_dataset reads; None when `dataset` is given.
+        split: The split of a named dataset, slices such as "train[:10%]" included.
+        dataset: A loaded datasets.Dataset (one split); None when `name` is given.
+        options: load_dataset's other arguments; by default none.
+        preprocess: A hook every record goes through before it is returned.
+
+    Examples:
+        >>> import pickle
+        >>> import datasets
+        >>> from dew.data import HFDatasetSource
+        >>> source = HFDatasetSource(dataset=datasets.Dataset.from_dict({"text": ["a", "b", "c"]}))
+        >>> len(source), source[1]
+        (3, {'text': 'b'})
+        >>> pickle.loads(pickle.dumps(source))[2]  # a worker's copy reopens the table written out
+        {'text': 'c'}
     """
 
     def __init__(

@@ -24,7 +24,7 @@ from dew.data.loading import Loading
 from dew.data.partition import DataPartition
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hooks import Hooked, Preprocess, collate_rows
-from dew.data.stream import ShareStream
+from dew.data.share_stream import ShareStream
 
 if TYPE_CHECKING:
     from dew.data.providers.hub import HubDataset

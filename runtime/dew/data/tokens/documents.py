@@ -76,6 +76,24 @@ class PackedWindowSource(BatchRecords):
     piece (dew.data.packed_batch says which use wants which).
     `documents` is a TokenDocumentSource, or any records whose record d is document d's ids.
     first and count select a run of windows (a held-out tail, say).
+
+    Args:
+        documents: The documents the plan was made over, by index.
+        plan: Which document pieces fill each window (dew.data.packing.plan_packing).
+        first: The plan's first window this source reads.
+        count: How many windows it reads; by default every one from `first` on.
+        positions: "document" to count positions through a document's pieces, "piece" from 0 in each.
+
+    Examples:
+        >>> import numpy as np
+        >>> from dew.data import PackedWindows
+        >>> from dew.data.packing import plan_packing
+        >>> documents = [np.array([5, 6, 0]), np.array([7, 8, 9, 1, 2, 0]), np.array([3, 0])]
+        >>> plan = plan_packing(np.array([len(d) for d in documents]), window=6, bins=2)
+        >>> windows = PackedWindows(documents, plan)
+        >>> batch = windows.read_batch(np.array([1]))  # the short documents share a window
+        >>> batch["text"].tolist(), batch["text_segment_ids"].tolist()
+        ([[5, 6, 0, 3, 0, 0]], [[1, 1, 1, 2, 2, 0]])
     """
 
     def __init__(

@@ -40,6 +40,26 @@ class TokenColumn(Pieces):
     writes ahead (`<split>.pieces.npz`); without it, building the source reads the column once to learn
     each row's id count. shards, meta.json's entries for paths, has each file checked against its
     checksum before it is opened; ids at or above vocab_size are refused as they are read.
+
+    Args:
+        paths: The parquet files, in corpus order.
+        column: The column of id lists; needed only when a file holds more than one column.
+        dtype: The dtype the ids are read as.
+        eos_id: The id that closes a document, if the corpus has one.
+        pieces: Each row's id count, as the preprocess job writes it; None to count them now.
+        shards: meta.json's entries for `paths`, to check each file against its checksum.
+        vocab_size: Ids at or above it are refused; None checks none.
+        ranged: The gs:// files with block checksums, read by range rather than fetched whole.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import pyarrow as pa, pyarrow.parquet as pq
+        >>> path = os.path.join(tempfile.mkdtemp(), "part-0.parquet")
+        >>> pq.write_table(pa.table({"input_ids": [[5, 6, 0], [7, 8, 9, 0]]}), path)
+        >>> from dew.data import TokenColumn
+        >>> tokens = TokenColumn([path], eos_id=0)  # one column: no name needed
+        >>> len(tokens), tokens[3:7].tolist()
+        (7, [7, 8, 9, 0])
     """
 
     def __init__(

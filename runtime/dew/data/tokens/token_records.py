@@ -30,6 +30,30 @@ class TokenRecords(Pieces):
     for paths, has each file checked against its checksum when it is first opened; ids at or above
     vocab_size are refused as they are read. With `by_record`, the committed gs:// directory whose
     shards paths are (each with a record index), records are read by range (dew.data.record_shards).
+
+    Args:
+        paths: The ArrayRecord files, in corpus order.
+        field: The key of the ids in each record's packed dict; None when a record is the ids' bytes.
+        dtype: The dtype the ids were written as.
+        eos_id: The id that closes a document, if the corpus has one.
+        pieces: Each record's id count, as the preprocess job writes it; None to read them now.
+        shards: meta.json's entries for `paths`, to check each file against its checksum.
+        vocab_size: Ids at or above it are refused; None checks none.
+        by_record: The committed gs:// directory and its shards, to read records by range.
+
+    Examples:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from array_record.python.array_record_module import ArrayRecordWriter
+        >>> path = os.path.join(tempfile.mkdtemp(), "train-00000.array_record")
+        >>> writer = ArrayRecordWriter(path, "group_size:1")
+        >>> for document in ([5, 6, 0], [7, 8, 9, 0]):
+        ...     writer.write(np.array(document, dtype=np.uint16).tobytes())
+        >>> writer.close()
+        >>> from dew.data import TokenRecords
+        >>> tokens = TokenRecords([path], eos_id=0)
+        >>> len(tokens), tokens[3:7].tolist()
+        (7, [7, 8, 9, 0])
     """
 
     def __init__(
