@@ -31,48 +31,24 @@ from dew.data.derived import save_derived as save_derived
 from dew.data.errors import UserError, adopt
 from dew.data.sections import SECTIONS, Section, TokensSection
 
+# How shards are named lives in dew.data.shard_names; readers and writers reach it through here too.
+from dew.data.shard_names import BLOCKS_SUFFIX as BLOCKS_SUFFIX
+from dew.data.shard_names import MAX_SHARDS as MAX_SHARDS
+from dew.data.shard_names import SHARD_EXTENSIONS as SHARD_EXTENSIONS
+from dew.data.shard_names import parse_shard_name as parse_shard_name
+from dew.data.shard_names import shard_extension as shard_extension
+from dew.data.shard_names import shard_name as shard_name
+
 SectionT = TypeVar("SectionT", bound=Section)
 
 META = committed.META
 # Token corpora written before the shared envelope; still read, never written.
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
-SHARD_EXTENSIONS = ("bin", "array_record", "parquet")
-# The most shards a split can have: a shard name spells its index and count in five digits.
-MAX_SHARDS = 99_999
 _CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
 # A damaged file is the user's to replace, not a bug; remote.py defines it, formats counts it a user error.
 DamagedError = adopt(remote.DamagedError)
 _log = logging.getLogger("dew.data")
-_SHARD = re.compile(r"^(?P<split>[A-Za-z0-9_.]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.(?P<ext>[a-z_]+)$")
-
-
-def shard_name(split: str, index: int, count: int, ext: str) -> str:
-    """`train-00003-of-00016.bin`: the name every writer gives shard `index` of `count`."""
-    if ext not in SHARD_EXTENSIONS:
-        raise ValueError(f"shard extension {ext!r} is not one of {SHARD_EXTENSIONS}")
-    if count > MAX_SHARDS:
-        # `-of-100000` would not parse back as a shard name, and every reader would refuse the directory.
-        raise ValueError(f"a split holds at most {MAX_SHARDS} shards, not {count}")
-    if not 0 <= index < count:
-        raise ValueError(f"shard index {index} is outside 0..{count - 1}")
-    return f"{split}-{index:05d}-of-{count:05d}.{ext}"
-
-
-def parse_shard_name(name: str) -> tuple[str, int, int, str] | None:
-    """(split, index, count, ext) of a shard file name, or None for any other file."""
-    match = _SHARD.match(os.path.basename(name))
-    if not match:
-        return None
-    return match["split"], int(match["index"]), int(match["count"]), match["ext"]
-
-
-def shard_extension(name: str) -> str:
-    """The ext of a shard file name (`bin`, `array_record`, `parquet`); a ValueError for any other name."""
-    parsed = parse_shard_name(name)
-    if parsed is None:
-        raise ValueError(f"{name!r} is not a shard name (<split>-SSSSS-of-NNNNN.<ext>)")
-    return parsed[3]
 
 
 def sha256_file(path: str) -> str:
@@ -144,10 +120,6 @@ class Shard:
             if not entry[name]:
                 del entry[name]  # as an older writer wrote it
         return entry
-
-
-# Beside a shard with block checksums: its crc32c per block (`train-00000-of-00004.bin.blocks`).
-BLOCKS_SUFFIX = ".blocks"
 
 
 class WrongKindError(UserError, ValueError):
