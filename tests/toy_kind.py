@@ -155,14 +155,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> Mapping[str, int]:
-    from dew.pipelines import common, flags
+    from dew.pipelines import common
     from dew.preprocess.commit import JobIdentity
     from dew.preprocess.files import expand_inputs, manifest_fingerprint
     from dew.preprocess.progress import Phase
     from dew.preprocess.writing import COMMIT, WRITE
 
-    args, rest = flags.parse(parser(), argv, beam=True)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     inputs = expand_inputs(args.input)
     shard_bytes = max(1, int(args.shard_size_mb * (1 << 20)))
     config = {"job": "toy-pairs", "val_fraction": args.val_fraction, "shard_bytes": shard_bytes}

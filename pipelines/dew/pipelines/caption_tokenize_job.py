@@ -53,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_input(args: argparse.Namespace) -> None:
+    if len(args.input) != 1:
+        raise flags.UsageError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Copies a committed images directory to --output with each caption's token ids added.
 
@@ -63,11 +68,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         The counters (captions_tokenized, records_written, ...), or {} for an output this same
         job committed already.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    if len(args.input) != 1:
-        raise flags.UsageError(f"caption-tokenize reads one committed images directory, got --input {args.input}")
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv, check=_one_input)
     try:
         # A tokenizer that does not load or cannot pad, an input of another kind or one tokenized already
         # is the user's to fix: refused here as a usage error, not as a traceback from inside pipeline

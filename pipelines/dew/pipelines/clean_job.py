@@ -141,13 +141,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         The run's counters (documents_kept, documents_removed, ...), or {} when this same job
         already committed that output.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     plan, identity, inputs = plan_from(args)
     paths = [i.path for i in inputs]
-    for path in [*paths, *(a.path for a in plan.against)]:
-        common.require_remote(options, "--input", path)
+    common.require_remote(options, "--input", *paths, *(a.path for a in plan.against))
     return common.run_committed(
         plan.output,
         identity,

@@ -8,6 +8,7 @@ except that a Dataflow launch missing what it needs is refused here, before anyt
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
@@ -20,7 +21,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptions, PipelineOptions, StandardOptions
 
-from dew.pipelines import worker_logs
+from dew.pipelines import flags, worker_logs
 from dew.pipelines.flags import UsageError
 from dew.pipelines.progress_line import ProgressLine, launcher_started, open_line
 from dew.preprocess import commit
@@ -72,10 +73,26 @@ def _check_dataflow(options: PipelineOptions) -> None:
         raise UsageError(f"DataflowRunner needs them: {'; '.join(problems)}. {_FLAGS_HINT}")
 
 
-def require_remote(options: PipelineOptions, flag: str, path: str) -> None:
+def start(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, check: Callable[[Any], None] | None = None
+) -> tuple[Any, PipelineOptions]:
+    """How every Beam job's main opens: (its flags, the PipelineOptions of the Beam flags left over).
+
+    The flags are parsed (anything unknown is a UsageError), logging is set up as --verbose says, then
+    `check`, when given, may refuse the flags before the Beam options are read and checked.
+    """
+    args, rest = flags.parse(parser, argv, beam=True)
+    configure_logging(args.verbose)
+    if check is not None:
+        check(args)
+    return args, pipeline_options(rest)
+
+
+def require_remote(options: PipelineOptions, flag: str, *paths: str) -> None:
     """Refuses a local path that Dataflow's workers would have to read or write: they cannot see it."""
-    if on_dataflow(options) and not path.startswith("gs://"):
-        raise UsageError(f"{flag} {path} is a local path, which Dataflow workers cannot reach: give a gs:// path")
+    for path in paths:
+        if on_dataflow(options) and not path.startswith("gs://"):
+            raise UsageError(f"{flag} {path} is a local path, which Dataflow workers cannot reach: give a gs:// path")
 
 
 def local_runner(options: PipelineOptions) -> Any:

@@ -137,9 +137,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         The job's counters by name, one per clip written and per reason a video was dropped; {}
         when the same job committed that output before.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     plan, identity, sources = plan_from(args)
     return common.run_committed(
         plan.output,

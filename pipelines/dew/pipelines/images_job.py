@@ -122,9 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         Counters of the pipeline (images_encoded, records_written, each drop reason, ...), empty
         when the output is already this same job's commit.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     plan, identity, found = plan_from(args)
     for line in found.left_out():
         print(line, file=sys.stderr)

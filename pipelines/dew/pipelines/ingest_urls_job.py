@@ -131,9 +131,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         What the fetch and the write counted, one counter per outcome, or {} when the output was
         already committed and nothing is refetched.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     plan, identity, sources = plan_from(args)
     return common.run_committed(
         plan.images.output,

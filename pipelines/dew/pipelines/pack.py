@@ -57,9 +57,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     Returns:
         The counters the run reported (packed_windows_<split>, ...).
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     corpus = args.corpus.rstrip("/")
     meta = read_corpus_meta(corpus)
     formats.check_local_sizes(corpus, meta)

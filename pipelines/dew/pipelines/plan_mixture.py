@@ -80,9 +80,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         The plan as written: per corpus, its share of the budget, the windows its split packs into
         and the epochs that makes.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     corpora = dict(args.corpus)
     if len(corpora) != len(args.corpus):
         raise flags.UsageError("a corpus is named twice")

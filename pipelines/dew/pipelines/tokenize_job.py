@@ -151,13 +151,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         Beam's counters by name (documents_tokenized, tokens, packed_windows_<split>, ...), or {}
         when this same job already committed the output over these inputs.
     """
-    args, rest = flags.parse(parser(), argv, beam=True)
-    common.configure_logging(args.verbose)
-    options = common.pipeline_options(rest)
+    args, options = common.start(parser(), argv)
     plan, identity, inputs = _plan_inputs(args)
     paths = [i.path for i in inputs]
-    for path in paths:
-        common.require_remote(options, "--input", path)
+    common.require_remote(options, "--input", *paths)
     return common.run_committed(
         plan.output,
         identity,
