@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dew.pipelines import cli, jobs, metadata
+from dew.pipelines import cli, generated, jobs, metadata
 from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +55,9 @@ def test_a_changed_declaration_makes_both_files_stale(monkeypatch: pytest.Monkey
     monkeypatch.setattr(metadata, "JOBS", renamed)
     assert set(metadata.stale()) == {metadata.METADATA, metadata.DOCS}
     assert metadata.main(["--check"]) == 1
+    # The one check of every generated file names them too.
+    assert {str(metadata.METADATA), str(metadata.DOCS)} <= set(generated.stale())
+    assert generated.main(["--check"]) == 1
 
 
 def test_usage_and_the_launcher_offer_every_declared_job(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,8 +7,10 @@ runtime/dew/data/kinds.py declares every built-in dataset kind for type checkers
 `datasets.PackedTokens(path=...)` is checked against the kind's own signature; the registry finds kinds
 at run time, which no checker can follow. docs/api/*.md are the API reference pages
 (dew.pipelines.apidocs). runtime/dew/data/extra_modules.py maps each optional stack's modules to the
-extra that installs it, from pyproject.toml (dew.pipelines.extra_modules).
-tests/typecheck/test_generated.py runs the check.
+extra that installs it, from pyproject.toml (dew.pipelines.extra_modules). The flex template's
+metadata.json, docs/preprocess.md's job table and flag reference, and help.json come from the jobs
+(dew.pipelines.metadata, whose own --check and --write cover those alone). command() is the --check /
+--write command line of both. tests/typecheck/test_generated.py runs the check.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import dew.data.registry
 
 KINDS_PATH = os.path.join(os.path.dirname(dew.data.registry.__file__), "kinds.py")
+# A generated file's path: a str here, a pathlib.Path in dew.pipelines.metadata.
+PathT = TypeVar("PathT", bound="str | os.PathLike[str]")
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 _KINDS_HEAD = '''"""The built-in dataset kinds, declared for type checkers: `datasets.<Kind>` and `dew.data.<Kind>`.
@@ -87,11 +92,13 @@ def _isort_key(name: str) -> tuple[int, list[int | str]]:
 
 def generated() -> dict[str, Callable[[], str]]:
     """Each generated file's path, and what renders its content."""
-    from dew.pipelines import apidocs, extra_modules
+    from dew.pipelines import apidocs, extra_modules, metadata
 
     files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds, extra_modules.PATH: _render_extras}
     for name, render in apidocs.PAGES.items():
         files[os.path.join(_REPO, "docs", "api", name)] = render
+    for path, render in metadata.files().items():
+        files[str(path)] = render
     return files
 
 
@@ -104,8 +111,13 @@ def _render_extras() -> str:
 
 def stale() -> list[str]:
     """The generated files whose content is not what their declarations give now."""
+    return out_of_date(generated())
+
+
+def out_of_date(files: Mapping[PathT, Callable[[], str]]) -> list[PathT]:
+    """The paths of `files` whose content on disk (none, for a missing file) is not what their render gives."""
     out = []
-    for path, render in generated().items():
+    for path, render in files.items():
         try:
             with open(path, encoding="utf-8") as f:
                 current = f.read()
@@ -116,23 +128,29 @@ def stale() -> list[str]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dew.pipelines.generated", description=__doc__.splitlines()[0])
+def command(
+    argv: Sequence[str] | None, *, prog: str, description: str, files: Callable[[], Mapping[PathT, Callable[[], str]]]
+) -> int:
+    """`prog --write` (rewrite each of `files`) or `prog --check` (exit 1, naming each stale one)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="rewrite every generated file")
     action.add_argument("--check", action="store_true", help="exit 1 if a generated file is stale")
     args = parser.parse_args(argv)
     if args.write:
-        for path, render in generated().items():
+        for path, render in files().items():
             with open(path, "w", encoding="utf-8") as f:
                 f.write(render())
             print(f"wrote {os.path.relpath(path, _REPO)}")
         return 0
-    behind = stale()
+    behind = out_of_date(files())
     for path in behind:
-        where = os.path.relpath(path, _REPO)
-        print(f"{where} is stale: run python -m dew.pipelines.generated --write", file=sys.stderr)
+        print(f"{os.path.relpath(path, _REPO)} is stale: run {prog} --write", file=sys.stderr)
     return 1 if behind else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command(argv, prog="python -m dew.pipelines.generated", description=__doc__.splitlines()[0], files=generated)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ generated from dew.pipelines.jobs.
     python -m dew.pipelines.metadata --check   # exits 1 naming each file that disagrees with the jobs
     python -m dew.pipelines.metadata --write   # rewrites them
 
+`python -m dew.pipelines.generated` checks and writes these with every other generated file.
+
 Run from a checkout: both files are repository files, not part of the installed package. The template's
 parameters are the union of every job's flags, since the template cannot know which job a launch
 names; each parameter's help says which jobs read it.
@@ -15,11 +17,11 @@ import argparse
 import html
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dew.pipelines import job_help
+from dew.pipelines import generated, job_help
 from dew.pipelines.jobs import JOBS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,35 +121,29 @@ def _between(text: str, start_marker: str, end_marker: str, body: str) -> str:
     return text[:start] + body + text[end + len(end_marker) :]
 
 
-def rendered() -> dict[Path, str]:
-    """Each generated file's text as the jobs say it should be."""
+def files() -> dict[Path, Callable[[], str]]:
+    """Each generated file's path, and what renders its text from the jobs."""
+    return {METADATA: _render_metadata, DOCS: _render_docs, job_help.HELP: job_help.rendered}
+
+
+def _render_metadata() -> str:
+    return json.dumps(flex_template(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _render_docs() -> str:
     docs = _between(DOCS.read_text(), TABLE_START, TABLE_END, job_table())
-    return {
-        METADATA: json.dumps(flex_template(), indent=2, ensure_ascii=False) + "\n",
-        DOCS: _between(docs, FLAGS_START, FLAGS_END, flag_reference()),
-        job_help.HELP: job_help.rendered(),
-    }
+    return _between(docs, FLAGS_START, FLAGS_END, flag_reference())
 
 
 def stale() -> list[Path]:
     """The generated files whose text on disk disagrees with the jobs."""
-    return [path for path, text in rendered().items() if not path.is_file() or path.read_text() != text]
+    return generated.out_of_date(files())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dew.pipelines.metadata", description=__doc__.split("\n\n")[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="exit 1 when a generated file is stale")
-    mode.add_argument("--write", action="store_true", help="rewrite the generated files")
-    args = parser.parse_args(argv)
-    if args.write:
-        for path, text in rendered().items():
-            path.write_text(text)
-        return 0
-    paths = stale()
-    for path in paths:
-        print(f"{path} disagrees with dew.pipelines.jobs: run {parser.prog} --write", file=sys.stderr)
-    return 1 if paths else 0
+    return generated.command(
+        argv, prog="python -m dew.pipelines.metadata", description=__doc__.split("\n\n")[0], files=files
+    )
 
 
 if __name__ == "__main__":
