@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,8 +14,9 @@ from dew.data.packed_batch import packed_batch
 from dew.data.preference import MASK_KEY
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
-from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+from dew.data.rows import Ragged, json_rows, read_table, where
+from dew.data.spec import VAL_BATCHES, Tokenize
+from dew.data.templates import TemplatedSpec
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -113,7 +115,7 @@ class ChatWindows(BatchRecords):
 
 @datasets("chat_messages")
 @dataclasses.dataclass(frozen=True)
-class ChatMessages(IndexedSpec):
+class ChatMessages(TemplatedSpec):
     """Conversations for supervised fine-tuning, rendered with the tokenizer's chat template and packed.
 
     path is a parquet file with a `messages` column (a list of {role, content} messages, roles system,
@@ -150,28 +152,17 @@ class ChatMessages(IndexedSpec):
         8
     """
 
-    tokenizer: str
-    path: str | None = None
-    records: tuple[str, ...] = ()
-    val_path: str | None = None
+    # tokenizer, path, records and val_path come first, from TemplatedSpec.
     seq_len: int = 256
     pad_id: int = 0
     packing_bins: int = 8
     val_batches: int | None = VAL_BATCHES
 
     def __post_init__(self) -> None:
-        if not self.tokenizer:
-            raise ValueError("ChatMessages needs tokenizer=: an HF tokenizer name or directory with a chat template")
-        check_source(type(self).__name__, self.path, self.records)
         super().__post_init__()
         validate.fields(self, positive=("seq_len", "packing_bins"), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.templates import ChatTemplate
-
-        self.uncaptioned(tokenize)
-        template = ChatTemplate(self.tokenizer)
-        shape = {"window": self.seq_len + 1, "bins": self.packing_bins, "pad_id": self.pad_id}
-        train = ChatWindows.read(template, self.path, self.records, **shape)
-        val = None if self.val_path is None else ChatWindows.read(template, self.val_path, (), **shape)
+        read = functools.partial(ChatWindows.read, window=self.seq_len + 1, bins=self.packing_bins, pad_id=self.pad_id)
+        train, val = self.rendered(tokenize, read)
         return self.global_dataset(batch, train=train, val=val)

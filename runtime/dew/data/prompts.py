@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -13,8 +14,9 @@ import numpy as np
 from dew.data import validate
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
-from dew.data.rows import Ragged, check_source, json_rows, read_table, where
-from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
+from dew.data.rows import Ragged, json_rows, read_table, where
+from dew.data.spec import VAL_BATCHES, Tokenize
+from dew.data.templates import TemplatedSpec
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -125,7 +127,7 @@ class PromptSource(BatchRecords):
 
 @datasets("prompts")
 @dataclasses.dataclass(frozen=True)
-class Prompts(IndexedSpec):
+class Prompts(TemplatedSpec):
     """Prompts for RL rollouts, with what the reward function needs to score each one.
 
     path is a parquet file in verl's layout: data_source, prompt (a list of {role, content} messages),
@@ -165,30 +167,19 @@ class Prompts(IndexedSpec):
         True
     """
 
-    tokenizer: str
-    path: str | None = None
-    records: tuple[str, ...] = ()
-    val_path: str | None = None
+    # tokenizer, path, records and val_path come first, from TemplatedSpec.
     max_prompt_len: int = 128
     pad_id: int = 0
     val_batches: int | None = VAL_BATCHES
     thinking: bool | None = None
 
     def __post_init__(self) -> None:
-        if not self.tokenizer:
-            raise ValueError("Prompts needs tokenizer=: an HF tokenizer name or directory with a chat template")
-        check_source(type(self).__name__, self.path, self.records)
         super().__post_init__()
         validate.fields(self, positive=("max_prompt_len",), non_negative=("pad_id",))
 
     def load(self, *, batch: int, tokenize: Tokenize | None = None) -> Dataset:
-        from dew.data.templates import ChatTemplate
-
-        self.uncaptioned(tokenize)
-        template = ChatTemplate(self.tokenizer, thinking=self.thinking)
-        shape = {"max_prompt_len": self.max_prompt_len, "pad_id": self.pad_id}
-        train = PromptSource.read(template, self.path, self.records, **shape)
-        val = None if self.val_path is None else PromptSource.read(template, self.val_path, (), **shape)
+        read = functools.partial(PromptSource.read, max_prompt_len=self.max_prompt_len, pad_id=self.pad_id)
+        train, val = self.rendered(tokenize, read, thinking=self.thinking)
         if val is not None and val.rewards.keys() != train.rewards.keys():
             raise ValueError(
                 f"{self.val_path} carries reward fields {sorted(val.rewards)}, the training rows "

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
+
+from dew.data.rows import check_source
+from dew.data.spec import IndexedSpec, Tokenize
+
+RecordsT = TypeVar("RecordsT")
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -173,3 +178,39 @@ def _agreeing(header: str, full: str, start: int) -> int:
     while start < end and header[start] == full[start]:
         start += 1
     return start
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplatedSpec(IndexedSpec):
+    """The fields and the load opening of the kinds whose rows a tokenizer's chat template renders.
+
+    ChatMessages and Prompts: a tokenizer, then exactly one of path (parquet) and records (the same rows
+    as JSON objects), then val_path; each kind declares its own fields after these, val_batches among them.
+    """
+
+    tokenizer: str
+    path: str | None = None
+    records: tuple[str, ...] = ()
+    val_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tokenizer:
+            raise ValueError(
+                f"{type(self).__name__} needs tokenizer=: an HF tokenizer name or directory with a chat template"
+            )
+        check_source(type(self).__name__, self.path, self.records)
+        super().__post_init__()
+
+    def rendered(
+        self,
+        tokenize: Tokenize | None,
+        read: Callable[[ChatTemplate, str | None, tuple[str, ...]], RecordsT],
+        *,
+        thinking: bool | None = None,
+    ) -> tuple[RecordsT, RecordsT | None]:
+        """(the training rows, the val_path rows or None without one), each `read(template, path, records)`
+        through the tokenizer's chat template; a caption reader is refused, as this kind has no captions."""
+        self.uncaptioned(tokenize)
+        template = ChatTemplate(self.tokenizer, thinking=thinking)
+        train = read(template, self.path, self.records)
+        return train, None if self.val_path is None else read(template, self.val_path, ())
