@@ -14,9 +14,9 @@ from dew.data.packed_batch import packed_batch
 from dew.data.preference import MASK_KEY
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
-from dew.data.rows import Ragged, json_rows, read_table, where
+from dew.data.rows import Ragged
 from dew.data.spec import VAL_BATCHES, Tokenize
-from dew.data.templates import TemplatedSpec
+from dew.data.templates import TemplatedSpec, TemplateRows
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -65,16 +65,10 @@ class ChatWindows(BatchRecords):
         pad_id: int,
     ) -> ChatWindows:
         from dew.data.packing import plan_packing
-        from dew.data.templates import messages_of, tools_of
 
-        if path is not None:
-            rows = read_table(path, ("messages",), ("tools",)).to_pylist()
-        else:
-            rows = json_rows(json_records, ("messages",))
-        wheres = [where(path, i) for i in range(len(rows))]
-        conversations = [messages_of(row["messages"], at) for row, at in zip(rows, wheres, strict=True)]
-        tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
-        rendered = template.conversations(conversations, tools, wheres)
+        table = TemplateRows.read(path, json_records, "messages", ("messages",), ("tools",))
+        conversations = table.conversations
+        rendered = template.conversations(conversations, table.tools, table.wheres)
         offsets = np.zeros(len(rendered) + 1, dtype=np.int64)
         np.cumsum([len(r.ids) for r in rendered], out=offsets[1:])
 

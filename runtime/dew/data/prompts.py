@@ -14,9 +14,9 @@ import numpy as np
 from dew.data import validate
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
-from dew.data.rows import Ragged, json_rows, read_table, where
+from dew.data.rows import Ragged, where
 from dew.data.spec import VAL_BATCHES, Tokenize
-from dew.data.templates import TemplatedSpec
+from dew.data.templates import TemplatedSpec, TemplateRows
 
 if TYPE_CHECKING:
     from dew.data.dataset import Dataset
@@ -80,15 +80,9 @@ class PromptSource(BatchRecords):
         max_prompt_len: int,
         pad_id: int,
     ) -> PromptSource:
-        from dew.data.templates import messages_of, tools_of
-
-        rows = (
-            read_table(path, REQUIRED, OPTIONAL).to_pylist() if path is not None else json_rows(json_records, REQUIRED)
-        )
-        wheres = [where(path, i) for i in range(len(rows))]
-        conversations = [messages_of(row["prompt"], at, "prompt") for row, at in zip(rows, wheres, strict=True)]
-        tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
-        ids = Ragged.from_lists(template.prompts(conversations, tools, wheres), name="prompt", path=path)
+        table = TemplateRows.read(path, json_records, "prompt", REQUIRED, OPTIONAL)
+        rows, wheres = table.rows, table.wheres
+        ids = Ragged.from_lists(template.prompts(table.conversations, table.tools, wheres), name="prompt", path=path)
         over = np.flatnonzero(ids.lengths > max_prompt_len)
         if over.size:
             row = int(over[0])

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from dew.data import rows as _rows
 from dew.data.rows import check_source
 from dew.data.spec import IndexedSpec, Tokenize
 
@@ -67,6 +68,37 @@ def tools_of(value: Any, where: str) -> list[dict[str, Any]] | None:
     if not isinstance(value, list | tuple) or not all(isinstance(tool, Mapping) for tool in value):
         raise ValueError(f"{where}: tools must be a list of tool schemas (objects), got {value!r:.60}")
     return [dict(tool) for tool in value] or None
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateRows:
+    """The rows a chat template renders: each row, how an error names it, its conversation and its tools."""
+
+    rows: list[dict[str, Any]]
+    wheres: list[str]
+    conversations: list[list[dict[str, Any]]]
+    tools: list[list[dict[str, Any]] | None]
+
+    @classmethod
+    def read(
+        cls,
+        path: str | None,
+        json_records: Sequence[str],
+        column: str,
+        required: Sequence[str],
+        optional: Sequence[str],
+    ) -> TemplateRows:
+        """The rows of a parquet file at `path` (its `required` and any `optional` columns), or else the JSON
+        records, with `column` checked as each row's conversation and `tools` as its tool schemas."""
+        rows = (
+            _rows.read_table(path, required, optional).to_pylist()
+            if path is not None
+            else _rows.json_rows(json_records, required)
+        )
+        wheres = [_rows.where(path, i) for i in range(len(rows))]
+        conversations = [messages_of(row[column], at, column) for row, at in zip(rows, wheres, strict=True)]
+        tools = [tools_of(row.get("tools"), at) for row, at in zip(rows, wheres, strict=True)]
+        return cls(rows, wheres, conversations, tools)
 
 
 @dataclasses.dataclass(frozen=True)
