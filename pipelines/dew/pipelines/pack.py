@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
         argv: The pack flags, Beam's options after them; None stands for the process's arguments.
 
     Returns:
-        The counters the run reported (packed_windows_<split>, ...).
+        The counters the run reported (`packed_windows_<split>`, ...).
     """
     args, options = common.start(parser(), argv)
     corpus = args.corpus.rstrip("/")

@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         argv: The job's flags followed by Beam's pipeline options; None reads the process's own.
 
     Returns:
-        Beam's counters by name (documents_tokenized, tokens, packed_windows_<split>, ...), or {}
+        Beam's counters by name (`documents_tokenized`, `tokens`, `packed_windows_<split>`, ...), or {}
         when this same job already committed the output over these inputs.
     """
     args, options = common.start(parser(), argv)
