@@ -7,16 +7,23 @@ docstrings), with 5% exact copies and 5% near copies planted, so the larger corp
 the workers forked from the launcher), --no-quality by default: the filters look at one document at a
 time, and the dedup shuffles are what could hold the corpus.
 
-Peak memory is each process's VmHWM from /proc/<pid>/status, sampled every 0.1 s for the launcher and
-every process under it (the last sample before a process exits is its peak, but for what it touched in
-that last 0.1 s). Not ru_maxrss: RUSAGE_CHILDREN is the largest of all children ever waited for, and a
-forked worker's high-water mark starts at the launcher's size at the fork; VmHWM of each process apart
-still counts the pages a fork shares with the launcher, which is the same at both sizes.
+Peak memory is sampled every 0.1 s for the launcher and every process under it: VmHWM from
+/proc/<pid>/status, and the private resident memory (Private_Clean + Private_Dirty of smaps_rollup), whose
+peak is what a worker holds of its own; VmHWM also counts the pages a forked worker still shares with
+the launcher. Not ru_maxrss: RUSAGE_CHILDREN is the largest of all children ever waited for.
 
-The launcher on DirectRunner also holds the runner's shuffle: every GroupByKey's data passes through it
-(Dataflow's Shuffle service on Dataflow), so the launcher's peak grows with the corpus by design; the
-workers' must not. Reported per size: each process's peak VmHWM, and the ratio largest / smallest size
-of the largest worker's (goal about 1.0x) and of the launcher's.
+The baseline (benchmarks/shuffle_baseline.py) is the runner's own share: the same files through the same
+runner and forked workers, read → GroupByKey by text → GroupByKey by shard → write, nothing of dew's. On
+DirectRunner the launcher holds every grouping whole (it is the shuffle; Dataflow's is a service), so its
+peak grows with the corpus by design. Reported per size: each process's peaks; then, between the smallest
+and largest size, each peak's ratio and its growth in MiB a 10^5 documents, for the clean job and the
+baseline, and clean's growth over the baseline's: about 1x means the clean job's workers grow only as
+the runner makes any job's grow.
+
+--trace runs the workers under tracemalloc (benchmarks/traced_job.py) and leaves their top allocation
+sites in the workdir: what found that the Python heap of a clean worker is tens of MiB, and what grew was
+the runner's (one message a worker's share of a grouping: dew.pipelines.local_bundles) and glibc's heap
+left fragmented by those buffers (dew.pipelines.zygotes.bound_malloc).
 """
 
 from __future__ import annotations
