@@ -288,3 +288,25 @@ def test_c4_line_removal_rewrites_the_kept_text_and_dedup_hashes_that_text(tmp_p
     assert stats["dropped"]["invalid_utf8"] == stats["dropped"]["malformed_json"] == 1
     job.main([*flags, "--output", str(tmp_path / "two"), *TWO_WORKERS])
     assert listing(tmp_path / "two") == listing(out)
+
+
+def test_a_document_c4_leaves_no_line_of_is_removed_not_written_blank(tmp_path: Path) -> None:
+    pytest.importorskip("dew.preprocess.cleaning.quality", reason="the quality filters module is absent")
+    from tests.preprocess.planted import real_texts
+
+    # No line ends a sentence: C4 drops each, and with its sentence count off and no FineWeb after it,
+    # nothing else would stop an empty text.
+    headings = "Installing the package\nRunning the tests\nSee also the reference pages"
+    texts = [*real_texts(4), headings, "one line without a stop"]
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    flags = ["--c4_min_num_sentences", "-1", "--no-fineweb", "--no-gopher_repetition", "--no-gopher_quality"]
+    out = tmp_path / "out"
+    job.main(["--input", str(inputs / "a.jsonl"), "--output", str(out), "--no-near", *flags, *IN_MEMORY])
+    kept = kept_records(out)
+    assert kept and all(record["text"].strip() for record in kept)
+    assert {r["row"]: r["reason"] for r in removals(out) if r["reason"] == "c4_empty"} == {4: "c4_empty", 5: "c4_empty"}
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["dropped"]["c4_empty"] == 2
+    assert stats["documents_in"] == len(texts) == stats["documents_written"] + sum(stats["dropped"].values())

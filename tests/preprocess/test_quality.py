@@ -129,7 +129,7 @@ def test_real_documents_datatrove_keeps_are_kept(sample):
     assert first_failure(base(), CONFIG) is None, BASE_TOPIC
 
 
-@pytest.mark.parametrize("code", sorted(set(QUALITY_REASONS) - {"language", "fineweb_empty"}))
+@pytest.mark.parametrize("code", sorted(set(QUALITY_REASONS) - {"language", "fineweb_empty", "c4_empty"}))
 def test_crafted_document_fails_exactly_its_rule(code):
     docs = crafted()
     text = docs[code]
@@ -149,6 +149,19 @@ def test_fineweb_empty_after_c4_drops_every_line():
     assert fineweb_failure("\n \n\t\n", CONFIG) == "fineweb_empty"
     config = dataclasses.replace(CONFIG, gopher_repetition=False, gopher_quality=False, c4=False)
     assert first_failure("  \n\n  ", config) == "fineweb_empty"
+
+
+def test_c4_empty_when_every_line_goes_and_the_sentence_count_is_off():
+    headings = "Installing the package\n  Running the tests  \n\nSee also the reference pages"
+    assert c4_lines(headings, CONFIG) == (headings, "c4_too_few_sentences")  # datatrove's verdict
+    off = dataclasses.replace(CONFIG, c4_min_num_sentences=-1)
+    assert c4_lines(headings, off) == (headings, "c4_empty")
+    assert c4_lines(headings, dataclasses.replace(off, c4_min_num_sentences=0)) == (headings, "c4_empty")
+    # With FineWeb off nothing after C4 would drop it: the document is removed with its own text.
+    alone = dataclasses.replace(off, gopher_repetition=False, gopher_quality=False, fineweb=False)
+    assert filter_text(headings, alone) == (headings, "c4_empty")
+    kept = "A sentence that ends.\nno stop here"
+    assert filter_text(kept, alone) == ("A sentence that ends.", None)
 
 
 def test_switches_and_thresholds_change_the_verdict():

@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         # Run as a program, in a process of its own that has done nothing yet: its workers can be forked.
         zygotes.allow()
+        zygotes.bound_malloc()  # before the job allocates, in the launcher and so in the workers it forks
         progress_line.count_from_process_start()
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):

@@ -70,6 +70,32 @@ class Zygote:
         os.waitpid(self.pid, 0)
 
 
+# glibc's mallopt parameter for the size from which an allocation is its own mmap, returned on free.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 256 << 10
+
+
+def bound_malloc() -> bool:
+    """Fixes glibc's mmap threshold at 256 KiB in this process and the workers it forks; True when set.
+
+    On DirectRunner a worker gets its whole share of a stage's grouped input as one message, and sends its
+    output in 10 MiB chunks: buffers of megabytes, allocated and freed over and over. glibc raises its mmap
+    threshold to the largest buffer freed (up to 32 MiB), so later ones come from the heap, which they leave
+    fragmented and never give back: bench_clean_memory.py measured a clean worker's peak private memory at
+    60,000 documents 424 MiB this way, 254 MiB with the threshold fixed. Left alone where the user set
+    MALLOC_MMAP_THRESHOLD_ or the C library is not glibc.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def take_allowance() -> bool:
     """can_fork(), and from now on False in this process: only a launcher's first local run may fork."""
     global _allowed

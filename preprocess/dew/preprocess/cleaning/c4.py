@@ -2,7 +2,8 @@
 
 C4 is the one family that edits a kept document: it drops lines (too long a word, no terminal punctuation,
 too few words, javascript, cookie/terms notices) and keeps the rest, stripped, joined by newlines. FineWeb's
-rules run on that text in datatrove's pipeline, so c4_lines returns it too.
+rules run on that text in datatrove's pipeline, so c4_lines returns it too. A document C4 would leave with
+no text at all is dropped as `c4_empty` (dew's own code: datatrove leaves that to FineWeb's `empty`).
 """
 
 from __future__ import annotations
@@ -47,4 +48,9 @@ def c4_lines(text: str, config: QualityConfig) -> tuple[str, str | None]:
         kept.append(line)
     if sentences < config.c4_min_num_sentences:
         return text, "c4_too_few_sentences"
-    return "\n".join(kept).strip(), None
+    left = "\n".join(kept).strip()
+    if not left:
+        # Reached only with c4_min_num_sentences at -1 or 0: datatrove would go on with an empty text
+        # (FineWeb's `empty` drops it after), but without FineWeb it would be written as a blank document.
+        return text, "c4_empty"
+    return left, None

@@ -51,6 +51,7 @@ QUALITY_REASONS: dict[str, str] = {
     "c4_lorem_ipsum": "a kept line contains 'lorem ipsum'",
     "c4_curly_bracket": "a kept line contains '{'",
     "c4_too_few_sentences": "its kept lines hold fewer than c4_min_num_sentences sentences",
+    "c4_empty": "C4 dropped every line (c4_min_num_sentences at -1 or 0 let it through)",
     "fineweb_empty": "no line left that is not blank",
     "fineweb_line_punct_ratio": "under line_punct_thr of its lines end in terminal punctuation",
     "fineweb_short_line_ratio": "over short_line_thr of its lines have at most short_line_length characters",
