@@ -6,8 +6,7 @@ The launcher is the dew-preprocess program as usual (it forks its workers), but 
 becomes Beam's SDK harness, starts tracemalloc and a thread that, whenever the traced memory passes its
 last dump by a tenth, writes the top allocation sites (by line, and the largest by traceback) to
 DIR/worker-<pid>.txt: the file left holds the sites at the worker's highest traced memory, near its
-peak (DIR/exit-<pid>.txt: those left at its end). bench_clean_memory.py --trace runs the job through
-here to find what grows with the corpus.
+peak. bench_clean_memory.py --trace runs the job through here to find what grows with the corpus.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _dump(directory: str, label: str, name: str = "worker") -> None:
+def _dump(directory: str, label: str) -> None:
     snapshot = tracemalloc.take_snapshot().filter_traces(
         (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap>"))
     )
@@ -31,14 +30,14 @@ def _dump(directory: str, label: str, name: str = "worker") -> None:
     for stat in snapshot.statistics("traceback")[:6]:
         lines.append(f"\n{stat.size / 2**20:,.1f} MiB in {stat.count:,} blocks from:")
         lines += stat.traceback.format(limit=12)
-    path = os.path.join(directory, f"{name}-{os.getpid()}.txt")
+    path = os.path.join(directory, f"worker-{os.getpid()}.txt")
     with open(path + ".part", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".part", path)
 
 
 def _watch(directory: str) -> None:
-    dumped = 16 << 20
+    dumped = 32 << 20
     while True:
         time.sleep(1.0)
         current, _ = tracemalloc.get_traced_memory()
@@ -57,7 +56,7 @@ def traced(directory: str, main: Callable[[list[str]], Any]) -> Callable[[list[s
         try:
             return main(argv)
         finally:
-            _dump(directory, "at exit", "exit")
+            _dump(directory, "at exit")
 
     return run
 

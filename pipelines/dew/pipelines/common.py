@@ -97,16 +97,13 @@ def require_remote(options: PipelineOptions, flag: str, *paths: str) -> None:
 
 def local_runner(options: PipelineOptions) -> Any:
     """The FnApiRunner DirectRunner would fall back to, with the pipeline options handed to its workers,
-    its worker processes forked from this one where that is safe (dew.pipelines.forked_workers), and
-    bundle inputs sent to them in pieces (dew.pipelines.local_bundles)."""
+    and its worker processes forked from this one where that is safe (dew.pipelines.forked_workers)."""
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
-    from dew.pipelines import local_bundles
     from dew.pipelines.forked_workers import ForkingRunner
 
-    local_bundles.install()  # a worker gets its share of a grouping in pieces, not as one message
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
     return ForkingRunner(provision_info=info)
