@@ -61,6 +61,25 @@ class Fault:
         return (not self.method or self.method == method) and re.search(self.path, path) is not None
 
 
+class Link:
+    """One link of `bandwidth` bytes/s that every answer's body shares (no cap: None)."""
+
+    def __init__(self, bandwidth: float | None) -> None:
+        self.bandwidth = bandwidth
+        self._free = 0.0  # when the link has sent every body reserved so far
+        self._lock = threading.Lock()
+
+    def pace(self, size: int) -> None:
+        """Waits until the link has room for `size` more bytes (no wait without a cap)."""
+        if not self.bandwidth:
+            return
+        with self._lock:
+            start = max(time.monotonic(), self._free)
+            self._free = start + size / self.bandwidth
+            done = self._free
+        time.sleep(max(0.0, done - time.monotonic()))
+
+
 class FaultProxy:
     """Forwards to `upstream` (http://host:port) and injects the scheduled faults.
 
@@ -72,8 +91,7 @@ class FaultProxy:
         self, upstream: str, *, lifetime: float = 600.0, latency: float = 0.0, bandwidth: float | None = None
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
-        self.latency, self.bandwidth = latency, bandwidth
-        self._link_free = 0.0  # when the capped link has sent every body reserved so far
+        self.latency, self.link = latency, Link(bandwidth)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
@@ -124,21 +142,12 @@ class FaultProxy:
                     return fault
         return None
 
-    def _pace(self, size: int) -> None:
-        """Waits until the capped link has room for `size` more bytes (no wait without a cap)."""
-        if not self.bandwidth:
-            return
-        with self._lock:
-            start = max(time.monotonic(), self._link_free)
-            self._link_free = start + size / self.bandwidth
-            done = self._link_free
-        time.sleep(max(0.0, done - time.monotonic()))
-
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms wait between them
             timeout = 30  # an idle keep-alive connection ends its thread instead of outliving the test
 
             def log_message(self, *args: object) -> None:
@@ -161,7 +170,7 @@ class FaultProxy:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
-                proxy._pace(len(data))
+                proxy.link.pace(len(data))
                 if fault is None:
                     self.wfile.write(data)
                 elif fault.kind == "slow":
