@@ -268,14 +268,15 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
 IMAGE_SHARDS, IMAGE_RECORDS, IMAGE_BATCH = 12, 48, 32
 
 
-def _image_corpus(scratch: str) -> str:
+def _image_corpus(scratch: str, shards: int = IMAGE_SHARDS, per_shard: int = IMAGE_RECORDS) -> str:
+    """A committed images corpus of `shards` ArrayRecord shards of `per_shard` photographs padded to 8-24 kB."""
     from tests.runtime.image_support import records, write_committed
 
     rng = np.random.default_rng(1)
-    pads = [rng.bytes(int(rng.integers(8000, 24000))) for _ in range(IMAGE_SHARDS * IMAGE_RECORDS)]
+    pads = [rng.bytes(int(rng.integers(8000, 24000))) for _ in range(shards * per_shard)]
     rows = records(len(pads), pad=pads)
     local = os.path.join(scratch, "images")
-    split = [rows[i * IMAGE_RECORDS : (i + 1) * IMAGE_RECORDS] for i in range(IMAGE_SHARDS)]
+    split = [rows[i * per_shard : (i + 1) * per_shard] for i in range(shards)]
     write_committed(local, {"train": split}, checksums=True)
     return local
 

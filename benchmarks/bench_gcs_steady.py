@@ -16,7 +16,7 @@ every body together at BANDWIDTH bytes/s.
   over an epoch in random order with DEPTH batches read at once (a stand-in for a worker's read
   threads), against the same epoch read from local disk.
 Each row starts from an empty cache large enough that nothing is evicted: every window is fetched.
-Run: .venv/bin/python benchmarks/bench_gcs_steady.py   (about five minutes)
+Run: .venv/bin/python benchmarks/bench_gcs_steady.py   (about seven minutes)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
-from bench_gcs_ranges import _read_when_written, _upload, _wait
+from bench_gcs_ranges import _image_corpus, _read_when_written, _upload, _wait
 
 from dew.data import Loading, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
 from dew.data.images import shards as image_shards
@@ -50,8 +50,8 @@ SHARDS, DOCS, SEQ_LEN, BATCH = 16, 40000, 2048, 32
 BANDWIDTH = 200e6  # bytes/s, every answer together
 LATENCIES = (0.0, 0.02, 0.1)
 IN_FLIGHT = (32, 64, 128)
-AHEAD = (4, 16, 64)  # steps read ahead
-DEPTHS = (1, 4, 16)  # image batches read at once
+AHEAD = (4, 16)  # steps read ahead (64 left 2048 requests queued, past the 5 s a close waits for)
+DEPTHS = (1, 4)  # image batches read at once
 CLIENTS = (1, 8, 32, 128)
 IMAGE_SHARDS, IMAGE_RECORDS, IMAGE_BATCH = 24, 96, 32
 
@@ -146,18 +146,6 @@ def _images(path: str, depth: int) -> tuple[float, float]:
     return len(records) / seconds, (ranges.FETCHED.requests - requests) / seconds
 
 
-def _image_corpus(scratch: str) -> str:
-    from tests.runtime.image_support import records, write_committed
-
-    rng = np.random.default_rng(1)
-    pads = [rng.bytes(int(rng.integers(8000, 24000))) for _ in range(IMAGE_SHARDS * IMAGE_RECORDS)]
-    rows = records(len(pads), pad=pads)
-    local = os.path.join(scratch, "images")
-    split = [rows[i * IMAGE_RECORDS : (i + 1) * IMAGE_RECORDS] for i in range(IMAGE_SHARDS)]
-    write_committed(local, {"train": split}, checksums=True)
-    return local
-
-
 def _start(spawn: Any, target: Any, args: tuple, port_file: str, stop: Event, children: list) -> str:
     """Starts target(*args, port_file, stop) in a process of its own: the URL it wrote to port_file."""
     child = spawn.Process(target=target, args=(*args, port_file, stop), daemon=True)
@@ -179,7 +167,7 @@ def main() -> None:
             docs = [np.append(rng.integers(1, 60000, rng.integers(200, 1000)), 0) for _ in range(DOCS)]
             block = integrity.TOKEN_BLOCK_BYTES
             local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=block)
-            images = _image_corpus(scratch)
+            images = _image_corpus(scratch, IMAGE_SHARDS, IMAGE_RECORDS)
             root = os.path.join(scratch, "objects")
             shutil.copytree(local, os.path.join(root, "dew-bench", "tokens"))
             shutil.copytree(images, os.path.join(root, "dew-bench", "images"))

@@ -29,9 +29,9 @@ import re
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-from tests.gcs_faults import Link
+from tests.gcs_faults import Link, LocalServer
 
 _OBJECT = re.compile(r"^(?:/download)?/storage/v1/b/([^/]+)/o/(.+)$")
 _LIST = re.compile(r"^/storage/v1/b/([^/]+)/o/?$")
@@ -39,15 +39,7 @@ _BUCKET = re.compile(r"^/storage/v1/b/([^/]+)/?$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # a client opening 128 connections at once is not refused
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # a client dropping an idle keep-alive connection is normal here
-
-
-class FastGCS:
+class FastGCS(LocalServer):
     """Serves the objects under `root` (one directory a bucket) at `url` until `stop` or `lifetime` s."""
 
     def __init__(
@@ -59,24 +51,7 @@ class FastGCS:
         self.requests = self.connections = 0  # answered, and accepted
         # Range requests held until this many are waiting together (a test's way to have N in flight).
         self.together: threading.Barrier | None = None
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._lifetime = threading.Timer(lifetime, self.stop)
-        self._lifetime.daemon = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FastGCS:
-        self._thread.start()
-        self._lifetime.start()
-        return self
-
-    def stop(self) -> None:
-        self._lifetime.cancel()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(self._handler_class(), lifetime)
 
     def _path(self, bucket: str, name: str) -> str:
         path = os.path.normpath(os.path.join(self.root, bucket, name))

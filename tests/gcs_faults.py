@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal
+from typing import Literal, Self
 
 Kind = Literal["429", "503", "reset", "slow", "truncate"]
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
@@ -29,6 +29,7 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # a client opening 128 connections at once is not refused
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that drops its idle keep-alive connection, or gives up on a faulted response, is normal here.
@@ -80,7 +81,32 @@ class Link:
         time.sleep(max(0.0, done - time.monotonic()))
 
 
-class FaultProxy:
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 at `url`, serving from `start` until `stop` or, failing
+    that, until its lifetime runs out."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], lifetime: float) -> None:
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._lifetime = threading.Timer(lifetime, self.stop)
+        self._lifetime.daemon = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        self._lifetime.start()
+        return self
+
+    def stop(self) -> None:
+        self._lifetime.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FaultProxy(LocalServer):
     """Forwards to `upstream` (http://host:port) and injects the scheduled faults.
 
     `latency` seconds are added before each answer, and with `bandwidth` (bytes/s) the bodies of all
@@ -98,24 +124,7 @@ class FaultProxy:
         self.requests: list[tuple[str, str]] = []
         self.ranged: list[str] = []  # the Range header of each request that had one
         self.injected: list[tuple[str, str, str]] = []
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._lifetime = threading.Timer(lifetime, self.stop)
-        self._lifetime.daemon = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FaultProxy:
-        self._thread.start()
-        self._lifetime.start()
-        return self
-
-    def stop(self) -> None:
-        self._lifetime.cancel()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(self._handler_class(), lifetime)
 
     def inject(self, *faults: Fault) -> None:
         with self._lock:

@@ -19,17 +19,10 @@ from dew.data.images import shards as image_shards
 from tests.conftest import BUCKET
 from tests.gcs_fast import FastGCS
 from tests.gcs_faults import FaultProxy
+from tests.runtime.test_ranges import _upload_directory
 from tests.runtime.token_support import write_corpus
 
 pytestmark = pytest.mark.gcs
-
-
-def _upload(local: str, uri: str) -> None:
-    fs = remote._filesystem()
-    for name in sorted(os.listdir(local)):
-        with open(os.path.join(local, name), "rb") as source, fs.open(f"{uri}/{name}", "wb") as target:
-            target.write(source.read())
-    fs.invalidate_cache()
 
 
 @pytest.fixture
@@ -95,7 +88,7 @@ def test_the_fast_server_answers_dew_as_the_emulator_does(gcs_emulator, fast, tm
     rows = records(24, pad=[rng.bytes(int(rng.integers(2000, 9000))) for _ in range(24)])
     write_committed(images, {"train": [rows[:12], rows[12:]]}, checksums=True)
     for local, name in ((tokens, "fast-tokens"), (images, "fast-images")):
-        _upload(local, f"gs://{BUCKET}/{name}")
+        _upload_directory(local, f"gs://{BUCKET}/{name}")
         shutil.copytree(local, os.path.join(fast.root, BUCKET, name))
     tokens_uri, images_uri = f"gs://{BUCKET}/fast-tokens", f"gs://{BUCKET}/fast-images"
 
