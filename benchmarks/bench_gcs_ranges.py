@@ -58,14 +58,18 @@ def _image_records(directory: str) -> image_shards.ImageRecords:
     return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
 
 
+def _announce(server: Any, port_file: str, stop: Event) -> None:
+    """Writes a started server's URL to `port_file`, then stops it when `stop` is set (10 minutes at most)."""
+    with open(port_file, "w") as f:
+        f.write(server.url)
+    stop.wait(timeout=600)
+    server.stop()
+
+
 def _proxy(upstream: str, port_file: str, latency: float, stop: Event) -> None:
     from tests.gcs_faults import FaultProxy
 
-    proxy = FaultProxy(upstream, latency=latency, bandwidth=BANDWIDTH).start()
-    with open(port_file, "w") as f:
-        f.write(proxy.url)
-    stop.wait(timeout=600)
-    proxy.stop()
+    _announce(FaultProxy(upstream, latency=latency, bandwidth=BANDWIDTH).start(), port_file, stop)
 
 
 def _read_when_written(path: str) -> str:

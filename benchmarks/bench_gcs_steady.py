@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
-from bench_gcs_ranges import _image_corpus, _read_when_written, _upload, _wait
+from bench_gcs_ranges import _announce, _image_corpus, _proxy, _read_when_written, _upload, _wait
 
 from dew.data import Loading, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
 from dew.data.images import shards as image_shards
@@ -59,21 +59,7 @@ IMAGE_SHARDS, IMAGE_RECORDS, IMAGE_BATCH = 24, 96, 32
 def _fast(root: str, latency: float, port_file: str, stop: Event) -> None:
     from tests.gcs_fast import FastGCS
 
-    server = FastGCS(root, latency=latency, bandwidth=BANDWIDTH).start()
-    with open(port_file, "w") as f:
-        f.write(server.url)
-    stop.wait(timeout=600)
-    server.stop()
-
-
-def _proxy(upstream: str, port_file: str, stop: Event) -> None:
-    from tests.gcs_faults import FaultProxy
-
-    proxy = FaultProxy(upstream).start()
-    with open(port_file, "w") as f:
-        f.write(proxy.url)
-    stop.wait(timeout=600)
-    proxy.stop()
+    _announce(FastGCS(root, latency=latency, bandwidth=BANDWIDTH).start(), port_file, stop)
 
 
 def _raw_rate(endpoint: str, name: str, size: int, clients: int, seconds: float = 1.5) -> float:
@@ -187,9 +173,14 @@ def main() -> None:
             os.environ["STORAGE_EMULATOR_HOST"] = emulator_url
             _upload(local, "gs://dew-bench/tokens")
             servers = {0.0: _start(spawn, _fast, (root, 0.0), os.path.join(scratch, "fast-0"), stop, children)}
-            proxy = _start(spawn, _proxy, (servers[0.0],), os.path.join(scratch, "proxy"), stop, children)
+            proxy_file = os.path.join(scratch, "proxy")  # the proxy adding no latency: its own ceiling
+            proxy = spawn.Process(target=_proxy, args=(servers[0.0], proxy_file, 0.0, stop), daemon=True)
+            proxy.start()
+            children.append(proxy)
+            proxy_url = _read_when_written(proxy_file)
             name = f"tokens/{first.name}"
-            for label, endpoint in (("emulator", emulator_url), ("FaultProxy", proxy), ("fast server", servers[0.0])):
+            against = (("emulator", emulator_url), ("FaultProxy", proxy_url), ("fast server", servers[0.0]))
+            for label, endpoint in against:
                 rates = [_raw_rate(endpoint, name, first.bytes, n) for n in CLIENTS]
                 ceilings.append(f"| {label} | " + " | ".join(f"{r:.0f}" for r in rates) + " |")
 
