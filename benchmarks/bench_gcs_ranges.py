@@ -58,14 +58,18 @@ def _image_records(directory: str) -> image_shards.ImageRecords:
     return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
 
 
+def _announce(server: Any, port_file: str, stop: Event) -> None:
+    """Writes a started server's URL to `port_file`, then stops it when `stop` is set (10 minutes at most)."""
+    with open(port_file, "w") as f:
+        f.write(server.url)
+    stop.wait(timeout=600)
+    server.stop()
+
+
 def _proxy(upstream: str, port_file: str, latency: float, stop: Event) -> None:
     from tests.gcs_faults import FaultProxy
 
-    proxy = FaultProxy(upstream, latency=latency, bandwidth=BANDWIDTH).start()
-    with open(port_file, "w") as f:
-        f.write(proxy.url)
-    stop.wait(timeout=600)
-    proxy.stop()
+    _announce(FaultProxy(upstream, latency=latency, bandwidth=BANDWIDTH).start(), port_file, stop)
 
 
 def _read_when_written(path: str) -> str:
@@ -268,14 +272,15 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
 IMAGE_SHARDS, IMAGE_RECORDS, IMAGE_BATCH = 12, 48, 32
 
 
-def _image_corpus(scratch: str) -> str:
+def _image_corpus(scratch: str, shards: int = IMAGE_SHARDS, per_shard: int = IMAGE_RECORDS) -> str:
+    """A committed images corpus of `shards` ArrayRecord shards of `per_shard` photographs padded to 8-24 kB."""
     from tests.runtime.image_support import records, write_committed
 
     rng = np.random.default_rng(1)
-    pads = [rng.bytes(int(rng.integers(8000, 24000))) for _ in range(IMAGE_SHARDS * IMAGE_RECORDS)]
+    pads = [rng.bytes(int(rng.integers(8000, 24000))) for _ in range(shards * per_shard)]
     rows = records(len(pads), pad=pads)
     local = os.path.join(scratch, "images")
-    split = [rows[i * IMAGE_RECORDS : (i + 1) * IMAGE_RECORDS] for i in range(IMAGE_SHARDS)]
+    split = [rows[i * per_shard : (i + 1) * per_shard] for i in range(shards)]
     write_committed(local, {"train": split}, checksums=True)
     return local
 

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal
+from typing import Literal, Self
 
 Kind = Literal["429", "503", "reset", "slow", "truncate"]
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
@@ -29,6 +29,7 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # a client opening 128 connections at once is not refused
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that drops its idle keep-alive connection, or gives up on a faulted response, is normal here.
@@ -61,7 +62,51 @@ class Fault:
         return (not self.method or self.method == method) and re.search(self.path, path) is not None
 
 
-class FaultProxy:
+class Link:
+    """One link of `bandwidth` bytes/s that every answer's body shares (no cap: None)."""
+
+    def __init__(self, bandwidth: float | None) -> None:
+        self.bandwidth = bandwidth
+        self._free = 0.0  # when the link has sent every body reserved so far
+        self._lock = threading.Lock()
+
+    def pace(self, size: int) -> None:
+        """Waits until the link has room for `size` more bytes (no wait without a cap)."""
+        if not self.bandwidth:
+            return
+        with self._lock:
+            start = max(time.monotonic(), self._free)
+            self._free = start + size / self.bandwidth
+            done = self._free
+        time.sleep(max(0.0, done - time.monotonic()))
+
+
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1 at `url`, serving from `start` until `stop` or, failing
+    that, until its lifetime runs out."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], lifetime: float) -> None:
+        self._server = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._lifetime = threading.Timer(lifetime, self.stop)
+        self._lifetime.daemon = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        self._lifetime.start()
+        return self
+
+    def stop(self) -> None:
+        self._lifetime.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FaultProxy(LocalServer):
     """Forwards to `upstream` (http://host:port) and injects the scheduled faults.
 
     `latency` seconds are added before each answer, and with `bandwidth` (bytes/s) the bodies of all
@@ -72,32 +117,14 @@ class FaultProxy:
         self, upstream: str, *, lifetime: float = 600.0, latency: float = 0.0, bandwidth: float | None = None
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
-        self.latency, self.bandwidth = latency, bandwidth
-        self._link_free = 0.0  # when the capped link has sent every body reserved so far
+        self.latency, self.link = latency, Link(bandwidth)
         self._upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self.requests: list[tuple[str, str]] = []
         self.ranged: list[str] = []  # the Range header of each request that had one
         self.injected: list[tuple[str, str, str]] = []
-        self._server = _Server(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._lifetime = threading.Timer(lifetime, self.stop)
-        self._lifetime.daemon = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> FaultProxy:
-        self._thread.start()
-        self._lifetime.start()
-        return self
-
-    def stop(self) -> None:
-        self._lifetime.cancel()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(self._handler_class(), lifetime)
 
     def inject(self, *faults: Fault) -> None:
         with self._lock:
@@ -124,21 +151,12 @@ class FaultProxy:
                     return fault
         return None
 
-    def _pace(self, size: int) -> None:
-        """Waits until the capped link has room for `size` more bytes (no wait without a cap)."""
-        if not self.bandwidth:
-            return
-        with self._lock:
-            start = max(time.monotonic(), self._link_free)
-            self._link_free = start + size / self.bandwidth
-            done = self._link_free
-        time.sleep(max(0.0, done - time.monotonic()))
-
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms wait between them
             timeout = 30  # an idle keep-alive connection ends its thread instead of outliving the test
 
             def log_message(self, *args: object) -> None:
@@ -161,7 +179,7 @@ class FaultProxy:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
-                proxy._pace(len(data))
+                proxy.link.pace(len(data))
                 if fault is None:
                     self.wfile.write(data)
                 elif fault.kind == "slow":

@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from dew.data import remote
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 _LEDGER = threading.local()
 _OPENING = threading.Lock()
 _OPEN_TRIES = 200
+_FS_BLOCKS: dict[str, int] = {}  # the filesystem block size under each blocks directory, asked once
 
 
 def _fresh_opening_lock() -> None:  # a lock held by a thread at a fork would stay held in the child
@@ -88,7 +91,11 @@ def _ledger() -> sqlite3.Connection:
 
 
 def _fs_block() -> int:
-    return os.statvfs(remote.blocks_dir()).f_bsize
+    where = remote.blocks_dir()
+    size = _FS_BLOCKS.get(where)
+    if size is None:
+        size = _FS_BLOCKS[where] = os.statvfs(where).f_bsize
+    return size
 
 
 def page_blocks(block_bytes: int) -> int:
@@ -105,7 +112,10 @@ def charge(block_bytes: int, page: int, blocks: Iterable[int]) -> int:
     touched: set[int] = set()
     for bit in blocks:
         lo = (first + bit) * block_bytes
-        touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
+        start, end = lo // fs, (lo + block_bytes - 1) // fs
+        touched.add(start)
+        if end > start:  # a block larger than the filesystem's, or one across a boundary
+            touched.update(range(start + 1, end + 1))
     if not touched:
         return 0
     lo = first * block_bytes
@@ -128,8 +138,8 @@ def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
 
 
 def _blocks_of(mask: bytes) -> set[int]:
-    value = int.from_bytes(mask, "little")
-    return {bit for bit in range(8 * len(mask)) if value >> bit & 1}
+    bits = np.unpackbits(np.frombuffer(mask, dtype=np.uint8), bitorder="little")
+    return set(np.flatnonzero(bits).tolist())
 
 
 def _mask(blocks: Iterable[int], block_bytes: int) -> bytes:
@@ -152,7 +162,7 @@ def store(
     try:
         keep = {(path, page) for path, pages in touched.items() for page in pages}
         keep |= {(path, b // page_blocks(block_bytes[path])) for path, blocks in writes.items() for b in blocks}
-        plan: list[tuple[str, int | None, dict[int, bytes], set[int], int]] = []
+        plan: list[tuple[str, int | None, dict[int, bytes], set[int], int, int]] = []
         incoming = 0
         for path, blocks in writes.items():
             by_page: dict[int, dict[int, bytes]] = {}
@@ -164,18 +174,19 @@ def store(
                 row = ledger.execute(query, (path, page)).fetchone()
                 have = _blocks_of(row[0]) if row else set()
                 after = have | set(new)
-                cost = charge(block_bytes[path], page, after) - (row[1] if row else 0)
-                plan.append((path, page, new, after, cost))
+                held = charge(block_bytes[path], page, after)
+                cost = held - (row[1] if row else 0)
+                plan.append((path, page, new, after, held, cost))
                 incoming += cost
         for path in writes:
             if ledger.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
-                plan.insert(0, (path, None, {}, set(), _fs_block()))  # its first extent tree block, first
+                plan.insert(0, (path, None, {}, set(), 0, _fs_block()))  # its first extent tree block, first
                 incoming += _fs_block()
         total = ledger.execute("SELECT bytes FROM total").fetchone()[0]
         evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
         total -= evicted
         unregistered = {path for path, slot, *_ in plan if slot is None}
-        for path, slot, new, after, cost in plan:
+        for path, slot, new, after, held, cost in plan:
             if total + cost > budget or (slot is not None and path in unregistered):
                 continue  # larger than what the budget leaves: served from memory, not cached
             if slot is None:
@@ -186,7 +197,7 @@ def store(
             _write(path, block_bytes[path], slot, new)
             ledger.execute(
                 "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
-                (path, slot, _mask(after, block_bytes[path]), charge(block_bytes[path], slot, after), now),
+                (path, slot, _mask(after, block_bytes[path]), held, now),
             )
             total += cost
         for path, page in keep:

@@ -30,7 +30,6 @@ from dew.data import blockcache, formats, integrity, remote
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
-_DEFAULT_REQUESTS = 32
 _POOL: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 _SUMS: dict[str, np.ndarray] = {}
 _LOCK = threading.Lock()
@@ -60,14 +59,10 @@ class Counters:
 FETCHED = Counters()
 
 
-def requests_in_flight() -> int:
-    return max(1, int(os.environ.get("DEW_GCS_REQUESTS", _DEFAULT_REQUESTS)))
-
-
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     global _POOL
     if _POOL is None or _POOL[0] != os.getpid():  # threads do not survive a fork
-        _POOL = (os.getpid(), concurrent.futures.ThreadPoolExecutor(requests_in_flight(), "dew-range"))
+        _POOL = (os.getpid(), concurrent.futures.ThreadPoolExecutor(remote.requests_in_flight(), "dew-range"))
     return _POOL[1]
 
 

@@ -29,14 +29,15 @@ class Unreachable(UserError, ConnectionError):
     """An endpoint that did not answer a connection: the message is the whole story, in one line."""
 
 
-def address(url: str) -> tuple[str, int]:
-    """(host, port) a connection to `url` goes to: its proxy's when one applies, else its own."""
+def address(url: str, *, proxied: bool = True) -> tuple[str, int]:
+    """(host, port) a connection to `url` goes to: its proxy's when one applies, else its own. A proxy
+    is connected to directly (an http:// proxy is not itself sent through the http proxy)."""
     parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     proxy = urllib.request.getproxies().get(parts.scheme)
-    if proxy and not urllib.request.proxy_bypass(host):
-        return address(proxy)
+    if proxied and proxy and not urllib.request.proxy_bypass(host):
+        return address(proxy, proxied=False)
     return host, port
 
 
