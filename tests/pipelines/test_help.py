@@ -54,4 +54,3 @@ def test_a_beam_job_without_the_beam_extra_names_the_extra(job) -> None:
     done = without_beam(job.name, "--input", "in/", "--output", "out/", "--corpus", "c/")
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"dew-preprocess {job.name} needs apache_beam: pip install 'dew[beam]'\n"
-
