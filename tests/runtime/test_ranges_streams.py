@@ -1,5 +1,6 @@
 """Token streams over gs:// shards read by range: the batches of a local copy, a resume that crosses
-between the two, and per-host reads that scale with the host's share of a batch, not the shard count."""
+between the two, per-host reads that scale with the host's share of a batch, not the shard count, and
+a close that turns away the requests a deep read-ahead queued."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import Loading, datasets, ranges, remote
+from dew.data import DataPartition, Loading, datasets, ranges, remote
 from dew.data.tokens.token_bytes import TokenBytes
 from dew.data.tokens.windows import TokenWindowSource
 from tests.conftest import BUCKET
+from tests.hang_guard import bounded
 from tests.runtime.token_support import documents, write_corpus
 from tests.support import assert_batches_equal, read_global
 
@@ -117,3 +119,37 @@ def test_a_packed_batch_over_gs_is_one_read_of_every_piece(corpus, cache, monkey
     got = source.read_batch(windows)
     assert len(calls) == 1 and calls[0] >= len(windows), "every piece of the batch in one read"
     assert_batches_equal([here.read_batch(windows)], [got])
+
+
+def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, cache, tmp_path, monkeypatch) -> None:
+    """64 steps read ahead over slow requests, 2 in flight: hundreds of range requests queued when the
+    stream is closed after one batch. Close turns them away instead of waiting them out, and the next
+    stream over the same pool reads the local copy's batches."""
+    monkeypatch.setenv("DEW_GCS_REQUESTS", "2")
+    monkeypatch.setattr(ranges, "_POOL", None)  # a pool of 2 for this test
+    local = write_corpus(
+        str(tmp_path / "deep"), {"train": documents(2000, seed=3, longest=400)}, shards=4, block_bytes=4096
+    )
+    uri = f"gs://{BUCKET}/deep-read-ahead"
+    _upload_directory(local, uri)
+    batch, seq_len = 4, 8
+
+    def train(path: str, read_buffer: int):  # read_buffer // batch steps read ahead (1: none)
+        return datasets.TokenWindows(path=path, seq_len=seq_len, loading=Loading(workers=0, read_buffer=read_buffer))
+
+    expected, _ = read_global(train(local, 1).load(batch=batch).train, 1, 6)
+    with bounded(300):
+        # Step 0's blocks and every shard's block index in this process's cache first, so the deep stream's
+        # first batch needs no request and every request it queues is one of the steps ahead.
+        warm, _ = read_global(train(uri, 1).load(batch=batch).train, 1, 1)
+        deep = train(uri, 64 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
+        gcs_faults.latency = 0.5
+        try:
+            first = next(deep)
+        finally:
+            deep.close()  # raised "a read of this data iterator was still running 5 s after close"
+        gcs_faults.latency = 0.0
+        assert_batches_equal(expected[:1], [first])
+        assert_batches_equal(expected[:1], warm)
+        again, _ = read_global(train(uri, 64 * batch).load(batch=batch).train, 1, 6)
+    assert_batches_equal(expected, again)

@@ -12,8 +12,44 @@ step by default; 0, a read_buffer below one step's rows, reads only the step ask
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
-from typing import Any
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+# Set while a stream's read runs (stream._ShareRows): set once the stream is closed.
+_CLOSED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("dew_read_closed", default=None)
+
+
+class Cancelled(Exception):
+    """A read's queued request turned away because the stream that asked for it was closed."""
+
+
+@contextlib.contextmanager
+def cancelled_by(closed: threading.Event) -> Iterator[None]:
+    """Within it, requests a read queues (ranges.read) are turned away once `closed` is set."""
+    token = _CLOSED.set(closed)
+    try:
+        yield
+    finally:
+        _CLOSED.reset(token)
+
+
+def unless_closed(work: Callable[..., _T]) -> Callable[..., _T]:
+    """`work`, to queue in a shared pool: it raises Cancelled instead of starting once the stream of
+    the read queuing it is closed. A request already running finishes; other streams' are untouched."""
+    closed = _CLOSED.get()
+    if closed is None:
+        return work
+
+    def guarded(*args: Any) -> _T:
+        if closed.is_set():
+            raise Cancelled("the data iterator that asked for this read was closed")
+        return work(*args)
+
+    return guarded
 
 
 class InProcess:
@@ -39,7 +75,8 @@ class InProcess:
         return batch
 
     def close(self) -> None:
-        """Drops the steps read ahead; stream.Started.close waits out a read still running."""
+        """Drops the steps read ahead; stream.Started.close turns away the requests their reads queued and
+        waits out the ones in flight."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pending.clear()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dew.data import position, workers
+from dew.data import position, readahead, workers
 from dew.data.loading import Loading
 from dew.data.order import Order
 from dew.data.partition import DataPartition
@@ -54,6 +54,9 @@ class _ShareRows:
         self._running = 0
         self._stopped = False
         self._idle = threading.Condition()
+        # Set by stop(): the requests this stream's running reads queued and that have not started yet
+        # are turned away (readahead.Cancelled), so stop waits on the ones in flight only.
+        self._closed = threading.Event()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"order": self.order, "schedule": self.schedule, "partition": self.partition}
@@ -67,7 +70,10 @@ class _ShareRows:
                 return None  # the iterator is closed: nobody will take this step
             self._running += 1
         try:
-            return self.order.read(share_records(self.schedule, self.partition, step))
+            with readahead.cancelled_by(self._closed):
+                return self.order.read(share_records(self.schedule, self.partition, step))
+        except readahead.Cancelled:
+            return None  # closed while it read: nobody takes this step, and no part of it is handed out
         finally:
             with self._idle:
                 self._running -= 1
@@ -78,6 +84,7 @@ class _ShareRows:
         """Turns away new reads and waits up to `timeout` s for running ones; False if some still run."""
         with self._idle:
             self._stopped = True
+            self._closed.set()
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
