@@ -122,9 +122,9 @@ def test_a_packed_batch_over_gs_is_one_read_of_every_piece(corpus, cache, monkey
 
 
 def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, cache, tmp_path, monkeypatch) -> None:
-    """64 steps read ahead over slow requests, 2 in flight: hundreds of range requests queued when the
-    stream is closed after one batch. Close turns them away instead of waiting them out, and the next
-    stream over the same pool reads the local copy's batches."""
+    """64 steps read ahead over slow requests, 2 in flight: dozens of range requests queued when the
+    stream is closed after one batch. Close turns them away instead of waiting them out; another stream
+    reading ahead in the same pool meanwhile, and one opened afterwards, read the local copy's batches."""
     monkeypatch.setenv("DEW_GCS_REQUESTS", "2")
     monkeypatch.setattr(ranges, "_POOL", None)  # a pool of 2 for this test
     local = write_corpus(
@@ -143,12 +143,19 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
         # first batch needs no request and every request it queues is one of the steps ahead.
         warm, _ = read_global(train(uri, 1).load(batch=batch).train, 1, 1)
         deep = train(uri, 64 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
+        other = train(uri, 8 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
         gcs_faults.latency = 0.5
         try:
             first = next(deep)
+            others = [next(other)]  # its 8 steps ahead queue their requests in the same pool as deep's
         finally:
             deep.close()  # raised "a read of this data iterator was still running 5 s after close"
         gcs_faults.latency = 0.0
+        try:
+            others += [next(other) for _ in range(5)]  # not turned away by deep's close
+        finally:
+            other.close()
+        assert_batches_equal(expected, others)
         assert_batches_equal(expected[:1], [first])
         assert_batches_equal(expected[:1], warm)
         again, _ = read_global(train(uri, 64 * batch).load(batch=batch).train, 1, 6)

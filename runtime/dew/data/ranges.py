@@ -144,7 +144,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
             need.setdefault(shard, set()).update(range(lo // shard.block_bytes, (hi - 1) // shard.block_bytes + 1))
     unknown = [s for s in need if s.key not in _SUMS and s.generation is None]
     # A closed stream's queued requests are turned away (readahead.Cancelled), never handed out in part.
-    list(_pool().map(readahead.unless_closed(RangedShard.sums), unknown))  # index reads of shards new here, at once
+    readahead.pool_map(_pool(), RangedShard.sums, unknown)  # the index reads of shards new to this process, at once
     got: dict[RangedShard, dict[int, bytes]] = {}
     touched: dict[str, set[int]] = {}
     runs = []
@@ -157,7 +157,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
         got[shard] = {b: data for b, data in cached.items() if shard.good(b, data)}
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
     writes: dict[str, dict[int, bytes]] = {}
-    for shard, fetched in _pool().map(readahead.unless_closed(lambda run: (run[0], _fetch(*run))), runs):
+    for shard, fetched in readahead.pool_map(_pool(), lambda run: (run[0], _fetch(*run)), runs):
         got[shard].update(fetched)
         writes.setdefault(shard.mirror(), {}).update(fetched)
     block_bytes = {s.mirror(): s.block_bytes for s in need}

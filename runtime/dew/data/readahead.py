@@ -15,41 +15,77 @@ import concurrent.futures
 import contextlib
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
-# Set while a stream's read runs (stream._ShareRows): set once the stream is closed.
-_CLOSED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("dew_read_closed", default=None)
 
 
 class Cancelled(Exception):
-    """A read's queued request turned away because the stream that asked for it was closed."""
+    """A read turned away because the stream that asked for it was closed."""
+
+
+class Closing:
+    """One stream's close, for the requests its reads queue in a pool shared with other streams
+    (ranges._pool): close() cancels those not started yet, so a read waiting on them is turned away at
+    once, and refuses new ones; a request already running finishes. Other streams' are untouched."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self._queued: set[concurrent.futures.Future[Any]] = set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            queued, self._queued = self._queued, set()
+        for future in queued:
+            future.cancel()  # False for one running or done: it is left to finish
+
+    def submit(
+        self, pool: concurrent.futures.Executor, work: Callable[..., _T], *args: Any
+    ) -> concurrent.futures.Future[_T]:
+        with self._lock:
+            if self._closed:
+                raise Cancelled("the data iterator that asked for this read was closed")
+            future = pool.submit(work, *args)
+            self._queued.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._queued.discard(future)
+
+
+# The Closing of the stream whose read runs in this thread (stream._ShareRows), if any.
+_CLOSING: contextvars.ContextVar[Closing | None] = contextvars.ContextVar("dew_read_closing", default=None)
 
 
 @contextlib.contextmanager
-def cancelled_by(closed: threading.Event) -> Iterator[None]:
-    """Within it, requests a read queues (ranges.read) are turned away once `closed` is set."""
-    token = _CLOSED.set(closed)
+def closed_by(closing: Closing) -> Iterator[None]:
+    """Within it, what `pool_map` queues is cancelled by `closing.close()`."""
+    token = _CLOSING.set(closing)
     try:
         yield
     finally:
-        _CLOSED.reset(token)
+        _CLOSING.reset(token)
 
 
-def unless_closed(work: Callable[..., _T]) -> Callable[..., _T]:
-    """`work`, to queue in a shared pool: it raises Cancelled instead of starting once the stream of
-    the read queuing it is closed. A request already running finishes; other streams' are untouched."""
-    closed = _CLOSED.get()
-    if closed is None:
-        return work
-
-    def guarded(*args: Any) -> _T:
-        if closed.is_set():
-            raise Cancelled("the data iterator that asked for this read was closed")
-        return work(*args)
-
-    return guarded
+def pool_map(pool: concurrent.futures.Executor, work: Callable[[Any], _T], items: Iterable[Any]) -> list[_T]:
+    """[work(item) for item in items], run in `pool`. Within closed_by, a close raises Cancelled as soon as
+    the work running for this read is done, never a part of the results; the rest is cancelled."""
+    closing = _CLOSING.get()
+    if closing is None:
+        return list(pool.map(work, items))
+    futures = [closing.submit(pool, work, item) for item in items]
+    try:
+        return [future.result() for future in futures]
+    except concurrent.futures.CancelledError:
+        raise Cancelled("the data iterator that asked for this read was closed") from None
+    finally:
+        for future in futures:
+            future.cancel()  # after an error or a close: what has not started is not wanted
 
 
 class InProcess:

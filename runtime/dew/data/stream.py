@@ -54,9 +54,9 @@ class _ShareRows:
         self._running = 0
         self._stopped = False
         self._idle = threading.Condition()
-        # Set by stop(): the requests this stream's running reads queued and that have not started yet
-        # are turned away (readahead.Cancelled), so stop waits on the ones in flight only.
-        self._closed = threading.Event()
+        # Closed by stop(): the requests this stream's running reads queued and that have not started yet
+        # are cancelled (readahead.Cancelled), so stop waits on the ones in flight only.
+        self._closing = readahead.Closing()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"order": self.order, "schedule": self.schedule, "partition": self.partition}
@@ -70,7 +70,7 @@ class _ShareRows:
                 return None  # the iterator is closed: nobody will take this step
             self._running += 1
         try:
-            with readahead.cancelled_by(self._closed):
+            with readahead.closed_by(self._closing):
                 return self.order.read(share_records(self.schedule, self.partition, step))
         except readahead.Cancelled:
             return None  # closed while it read: nobody takes this step, and no part of it is handed out
@@ -84,7 +84,7 @@ class _ShareRows:
         """Turns away new reads and waits up to `timeout` s for running ones; False if some still run."""
         with self._idle:
             self._stopped = True
-            self._closed.set()
+            self._closing.close()
             return self._idle.wait_for(lambda: self._running == 0, timeout)
 
 
