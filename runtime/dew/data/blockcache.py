@@ -112,10 +112,7 @@ def charge(block_bytes: int, page: int, blocks: Iterable[int]) -> int:
     touched: set[int] = set()
     for bit in blocks:
         lo = (first + bit) * block_bytes
-        start, end = lo // fs, (lo + block_bytes - 1) // fs
-        touched.add(start)
-        if end > start:  # a block larger than the filesystem's, or one across a boundary
-            touched.update(range(start + 1, end + 1))
+        touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
     if not touched:
         return 0
     lo = first * block_bytes
