@@ -272,7 +272,7 @@ def test_an_array_record_token_corpus_on_gs_reads_its_records_by_range(gcs_emula
     _upload_directory(local, uri)
     before = ranges.FETCHED.bytes
     near, far = open_tokens(local), open_tokens(uri)
-    assert far._by_record is not None and len(far) == len(near)
+    assert all(far.readers.by_range(f) for f in range(3)) and len(far) == len(near)
     for lo, hi in ((0, 50), (len(near) // 2, len(near) // 2 + 4000), (len(near) - 90, len(near))):
         np.testing.assert_array_equal(far[lo:hi], near[lo:hi])
     corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
