@@ -42,7 +42,7 @@ from bench_gcs_cache import _free_port, _serve
 from bench_gcs_ranges import _announce, _image_corpus, _proxy, _read_when_written, _upload, _wait
 
 from dew.data import Loading, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from tests.runtime.token_support import write_corpus
 
 BASELINE = "the same corpus read from local disk, in the same run"
@@ -121,7 +121,7 @@ def _tokens(path: str, ahead: int) -> tuple[float, float]:
 def _images(path: str, depth: int) -> tuple[float, float]:
     """(records/s, range requests/s) over one epoch in random order, `depth` batches read at once,
     after each shard's first record (its index and open ranges) was read."""
-    records = image_shards.committed(formats.read_meta(path, kind="images"), path, "train")
+    records = image_records.committed(formats.read_meta(path, kind="images"), path, "train")
     records.read_batch(np.arange(0, len(records), IMAGE_RECORDS))
     batches = np.array_split(np.random.default_rng(3).permutation(len(records)), len(records) // IMAGE_BATCH)
     start, requests = time.perf_counter(), ranges.FETCHED.requests
