@@ -142,7 +142,7 @@ class ShardReaders:
     def _reader(self, file: int) -> _Open:
         held = self._open.get(file)
         if held is None:
-            ranged, records = self._ranged(file), None
+            ranged = self._ranged(file)
             path, hold = self.files[file], shard_cache.Hold()
             if ranged is not None:
                 path = _sized_mirror(ranged)
@@ -150,10 +150,9 @@ class ShardReaders:
                 path = formats.verify_shard(self.directory or "", self.shards[file], checksum=True, holder=hold)
             elif remote.is_remote(path):  # a raw file whose footer is not read here (record_footer)
                 path = shard_cache.fetch(path, holder=hold)
-            if self.shards is not None:
-                records = self.shards[file].records
             # meta.json's count placed every record of the split: the footer must agree before one is read.
-            reader = open_array_record(path, where=self.files[file], records=records)
+            recorded = None if self.shards is None else self.shards[file].records
+            reader = open_array_record(path, where=self.files[file], records=recorded)
             if ranged is None and remote.is_remote(self.files[file]):
                 # A whole cached copy stays on disk while its reader lives; the cache may ask for it back.
                 shard_cache.pin(path, reader, shard_cache.closer(self, "_let_go", file))
