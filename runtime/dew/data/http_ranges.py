@@ -40,6 +40,7 @@ from dew.data import remote
 
 _HEAD_LIMIT = 64 << 10
 _ERROR_TEXT = 200
+_BUNDLE_VARIABLES = "REQUESTS_CA_BUNDLE, else CURL_CA_BUNDLE, else certifi's"
 
 
 class _Framing(Exception):
@@ -64,26 +65,34 @@ class Client:
         self._auth: tuple[str | None, str] = (None, "")  # (token, its header lines)
         self._proxy = _proxy_for(parts.scheme, self.host)
         self._context: ssl.SSLContext | None = None
+        self._bundle = ""
         if self.https:
-            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-            if not bundle:
-                import certifi
-
-                bundle = certifi.where()
-            self._context = ssl.create_default_context(cafile=bundle)
-            self._context.set_alpn_protocols(["http/1.1"])
+            self._context = self._verifying()
         # A plain http endpoint through a proxy is asked by absolute URI; https tunnels by CONNECT.
         self._prefix = self._proxy_lines = ""
         if self._proxy is not None and not self.https:
             self._prefix = f"http://{self.host_header}"
             self._proxy_lines = "".join(f"{k}: {v}\r\n" for k, v in self._proxy[2].items())
 
+    def _verifying(self) -> ssl.SSLContext:
+        self._bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or ""
+        if not self._bundle:
+            import certifi
+
+            self._bundle = certifi.where()
+        try:
+            context = ssl.create_default_context(cafile=self._bundle)
+        except (OSError, ssl.SSLError) as error:  # Python's own message names no file
+            raise type(error)(f"the CA bundle {self._bundle} ({_BUNDLE_VARIABLES}) is unreadable: {error}") from None
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
     def get(self, uri: str, target: str, lo: int, hi: int) -> memoryview:
         """Bytes [lo, hi) of the object at `target` (path and query below the endpoint), exactly.
         Raises remote._Transient for what another attempt may not meet, FileNotFoundError for a 404."""
         refreshed = False
         while True:
-            status, head, extra = self._exchange(target, lo, hi)
+            status, head, extra = self._exchange(uri, target, lo, hi)
             if status != 401 or self.credentials is None or refreshed:
                 break
             self._refresh()
@@ -98,9 +107,10 @@ class Client:
         text = bytes(extra).decode("utf-8", "replace")
         raise OSError(f"{uri}: HTTP {status} {text[:_ERROR_TEXT]}")
 
-    def _exchange(self, target: str, lo: int, hi: int) -> tuple[int, dict[str, str], memoryview | bytes]:
+    def _exchange(self, uri: str, target: str, lo: int, hi: int) -> tuple[int, dict[str, str], memoryview | bytes]:
         """(status, headers, body): a 206's body is the range, checked; another answer's is what came
-        with its headers (its connection closed). Network failures and bad framing are _Transient."""
+        with its headers (its connection closed). Network failures and bad framing are _Transient; a
+        certificate that does not verify is not: no later attempt verifies it either."""
         request = (
             f"GET {self._prefix}{self.base}{target} HTTP/1.1\r\nHost: {self.host_header}\r\n"
             f"Range: bytes={lo}-{hi - 1}\r\nAccept-Encoding: identity\r\nUser-Agent: dew\r\n"
@@ -115,6 +125,12 @@ class Client:
         except _Framing as error:
             _close(sock)
             raise remote._Transient(str(error)) from None
+        except ssl.SSLCertVerificationError as error:
+            _close(sock)
+            raise OSError(
+                f"{uri}: the TLS certificate of {self.host}:{self.port} does not verify against the CA bundle "
+                f"{self._bundle} ({_BUNDLE_VARIABLES}): {error.verify_message}"
+            ) from error
         except (OSError, http.client.HTTPException) as error:  # reset, timeout, refused, TLS
             _close(sock)
             raise remote._Transient(f"{type(error).__name__}: {error}") from error
