@@ -92,10 +92,11 @@ class Client:
         Raises remote._Transient for what another attempt may not meet, FileNotFoundError for a 404."""
         refreshed = False
         while True:
-            status, head, extra = self._exchange(uri, target, lo, hi)
+            sent, lines = self._authorization()
+            status, head, extra = self._exchange(uri, target, lo, hi, lines)
             if status != 401 or self.credentials is None or refreshed:
                 break
-            self._refresh()
+            self._refresh(sent)
             refreshed = True  # as google.auth's AuthorizedSession: a 401 refreshes the token once
         if status == 206:
             assert isinstance(extra, memoryview)
@@ -107,14 +108,16 @@ class Client:
         text = bytes(extra).decode("utf-8", "replace")
         raise OSError(f"{uri}: HTTP {status} {text[:_ERROR_TEXT]}")
 
-    def _exchange(self, uri: str, target: str, lo: int, hi: int) -> tuple[int, dict[str, str], memoryview | bytes]:
+    def _exchange(
+        self, uri: str, target: str, lo: int, hi: int, authorization: str
+    ) -> tuple[int, dict[str, str], memoryview | bytes]:
         """(status, headers, body): a 206's body is the range, checked; another answer's is what came
         with its headers (its connection closed). Network failures and bad framing are _Transient; a
         certificate that does not verify is not: no later attempt verifies it either."""
         request = (
             f"GET {self._prefix}{self.base}{target} HTTP/1.1\r\nHost: {self.host_header}\r\n"
             f"Range: bytes={lo}-{hi - 1}\r\nAccept-Encoding: identity\r\nUser-Agent: dew\r\n"
-            f"{self._proxy_lines}{self._authorization()}\r\n"
+            f"{self._proxy_lines}{authorization}\r\n"
         ).encode("latin-1")
         sock = self._checkout()
         try:
@@ -177,31 +180,32 @@ class Client:
         sock.settimeout(remote._TIMEOUTS[1])
         return sock
 
-    def _authorization(self) -> str:
+    def _authorization(self) -> tuple[str | None, str]:
+        """(the token, the header lines that send it) for the next request; refreshed first if expired."""
         credentials = self.credentials
         if credentials is None:
-            return ""
-        token, lines = self._auth
-        if token is not None and token == credentials.token and credentials.valid:
-            return lines
+            return None, ""
+        auth = self._auth
+        if auth[0] is not None and auth[0] == credentials.token and credentials.valid:
+            return auth
         with self._lock:
             if not credentials.valid:
                 credentials.refresh(_token_request())
             return self._render()
 
-    def _refresh(self) -> None:
+    def _refresh(self, refused: str | None) -> None:
+        """A new token after the server refused `refused`, unless another thread already got one: the
+        requests in flight that met the same 401 share one refresh, not one call to the token endpoint each."""
         with self._lock:
-            credentials = self.credentials
-            if self._auth[0] == credentials.token:  # no other thread refreshed it since this request
-                credentials.refresh(_token_request())
+            if self.credentials.token == refused:
+                self.credentials.refresh(_token_request())
             self._render()
 
-    def _render(self) -> str:
+    def _render(self) -> tuple[str | None, str]:
         headers: dict[str, str] = {}
         self.credentials.apply(headers)  # Authorization, and x-goog-user-project where one is set
-        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        self._auth = (self.credentials.token, lines)
-        return lines
+        self._auth = (self.credentials.token, "".join(f"{k}: {v}\r\n" for k, v in headers.items()))
+        return self._auth
 
 
 def _answer(sock: socket.socket, lo: int, hi: int) -> tuple[int, dict[str, str], memoryview | bytes]:
