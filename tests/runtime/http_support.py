@@ -91,12 +91,14 @@ def _head(connection: socket.socket, data: bytes) -> tuple[bytes, bytes] | None:
 class RangeServer(_Listener):
     """Answers range GETs with `answer`, keeping connections alive, over TLS where `context` is given.
     `requests` holds each request's headers (lowercased, "request-line" its first line); `connections`
-    counts the connections that asked something (reach's probe, which asks nothing, is not one)."""
+    counts the connections that asked something (reach's probe, which asks nothing, is not one);
+    `written` is set once the writes of an answer have all been sent."""
 
     def __init__(self, answer: Answer = honest, context: ssl.SSLContext | None = None) -> None:
         self.answer, self.context = answer, context
         self.requests: list[dict[str, str]] = []
         self.connections = 0
+        self.written = threading.Event()
         super().__init__()
         self.url = f"{'https' if context else 'http'}://127.0.0.1:{self.port}"
 
@@ -120,6 +122,7 @@ class RangeServer(_Listener):
             lo, hi = (int(x) for x in headers["range"].partition("=")[2].split("-"))
             for write in self.answer(headers, lo, hi + 1):
                 connection.sendall(write)
+            self.written.set()
 
 
 class ConnectProxy(_Listener):

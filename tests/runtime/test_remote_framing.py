@@ -1,7 +1,8 @@
 """A range answer that carries more bytes than asked never hands a later read on the same pool the wrong
 bytes: the lean client (dew.data.http_ranges) closes such a connection instead of pooling it.
 
-The server here is a few lines of sockets on 127.0.0.1, so that it can break HTTP framing as no real
+The server here (tests/runtime/http_support) is a few lines of sockets on 127.0.0.1, over plain TCP and
+over TLS, so that it can break HTTP framing as no real
 server library would: after the body of the first answer it sends a whole forged answer to the range
 the test asks next. A client that reused that connection would read the forgery as its own answer.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from typing import Literal
@@ -17,86 +19,55 @@ from typing import Literal
 import pytest
 
 from dew.data import http_ranges, remote
+from tests.runtime.http_support import DATA, RangeServer, partial
 
 pytest.importorskip("google.cloud.storage")
 
-DATA = bytes(range(256)) * 64
 URI = "gs://dew-test/object.bin"
 FIRST, SECOND = (100, 612), (5000, 5512)
 Mode = Literal["same write", "later write", "longer length"]
 
 
-def _answer(lo: int, hi: int, body: bytes | None = None, length: int | None = None) -> bytes:
-    body = DATA[lo:hi] if body is None else body
-    head = (
-        f"HTTP/1.1 206 Partial Content\r\nContent-Length: {len(body) if length is None else length}\r\n"
-        f"Content-Range: bytes {lo}-{hi - 1}/{len(DATA)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-class _Server:
-    """Answers range GETs of DATA, keeping connections alive; the first answer breaks its framing as `mode` says."""
+class _Breaker:
+    """An answer to range GETs of DATA whose first answer breaks its framing as `mode` says."""
 
     def __init__(self, mode: Mode) -> None:
-        self.mode, self.connections, self.broke = mode, 0, threading.Event()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(10)
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.mode, self.broke = mode, threading.Event()
 
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                connection, _ = self._listener.accept()
-                self.connections += 1
-                threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _serve(self, connection: socket.socket) -> None:
-        connection.settimeout(10)
-        with connection, contextlib.suppress(OSError):
-            data = b""
-            while True:
-                while b"\r\n\r\n" not in data:
-                    chunk = connection.recv(4096)
-                    if not chunk:
-                        return
-                    data += chunk
-                head, _, data = data.partition(b"\r\n\r\n")
-                asked = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"range:"))
-                lo, hi = (int(x) for x in asked.split(b"=")[1].split(b"-"))
-                self._send(connection, lo, hi + 1)
-
-    def _send(self, connection: socket.socket, lo: int, hi: int) -> None:
+    def __call__(self, head: dict[str, str], lo: int, hi: int) -> list[bytes]:
         if self.broke.is_set():
-            connection.sendall(_answer(lo, hi))
-            return
-        forged = _answer(*SECOND, body=b"X" * (SECOND[1] - SECOND[0]))
-        if self.mode == "same write":
-            connection.sendall(_answer(lo, hi) + forged)
-        elif self.mode == "later write":
-            connection.sendall(_answer(lo, hi))
-            connection.sendall(forged)
-        else:  # a Content-Length longer than the range, the forgery inside the body it promises
-            connection.sendall(_answer(lo, hi, body=DATA[lo:hi] + forged, length=hi - lo + len(forged)))
+            return [partial(lo, hi)]
         self.broke.set()
+        forged = partial(*SECOND, body=b"X" * (SECOND[1] - SECOND[0]))
+        if self.mode == "same write":
+            return [partial(lo, hi) + forged]
+        if self.mode == "later write":
+            return [partial(lo, hi), forged]
+        # a Content-Length longer than the range, the forgery inside the body it promises
+        return [partial(lo, hi, body=DATA[lo:hi] + forged, length=hi - lo + len(forged))]
 
-    def close(self) -> None:
-        self._listener.close()
 
-
-@pytest.fixture(params=["same write", "later write", "longer length"])
-def server(request, monkeypatch) -> Iterator[_Server]:
-    served = _Server(request.param)
+@pytest.fixture(params=[(m, s) for s in ("http", "https") for m in ("same write", "later write", "longer length")])
+def server(request, monkeypatch, tmp_path) -> Iterator[RangeServer]:
+    mode, scheme = request.param
+    context = None
+    if scheme == "https":  # the TLS layer buffers records of its own: framing must hold over it too
+        trustme = pytest.importorskip("trustme")
+        ca = trustme.CA()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert("127.0.0.1").configure_cert(context)
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "ca.pem"))
+    served = RangeServer(_Breaker(mode), context)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", served.url)
     monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
-    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(remote, "_SESSION", None)
     try:
         yield served
     finally:
-        served.close()
+        served.stop()
         monkeypatch.setattr(remote, "_SESSION", None)
 
 
@@ -107,7 +78,7 @@ def _read(lo: int, hi: int) -> bytes:
 
 def test_bytes_past_a_range_answer_never_reach_the_next_read_on_the_pool(server) -> None:
     assert _read(*FIRST) == DATA[slice(*FIRST)]
-    assert server.broke.wait(10)  # the forged answer was sent before the next read is asked
+    assert server.written.wait(10)  # the forged answer was sent before the next read is asked
     assert _read(*SECOND) == DATA[slice(*SECOND)]
     assert server.connections >= 2, "the connection that carried the extra bytes was not used again"
 
@@ -116,7 +87,7 @@ def test_a_range_answer_names_the_range_it_holds(monkeypatch) -> None:
     """An answer framed right but for another range (Content-Range) is not taken for the one asked."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
-    answers = [_answer(*SECOND), _answer(*FIRST)]  # the wrong range first, then the right one
+    answers = [partial(*SECOND), partial(*FIRST)]  # the wrong range first, then the right one
 
     def serve() -> None:
         with contextlib.suppress(OSError):
