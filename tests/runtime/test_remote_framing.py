@@ -2,9 +2,9 @@
 bytes: the lean client (dew.data.http_ranges) closes such a connection instead of pooling it.
 
 The server here (tests/runtime/http_support) is a few lines of sockets on 127.0.0.1, over plain TCP and
-over TLS, so that it can break HTTP framing as no real
-server library would: after the body of the first answer it sends a whole forged answer to the range
-the test asks next. A client that reused that connection would read the forgery as its own answer.
+over TLS, so that it can break HTTP framing as no real server library would: after the body of the first
+answer it sends a whole forged answer to the range the test asks next. A client that reused that
+connection would read the forgery as its own answer.
 """
 
 from __future__ import annotations
