@@ -10,6 +10,7 @@ connection would read the forgery as its own answer.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import ssl
 import threading
@@ -19,6 +20,7 @@ from typing import Literal
 import pytest
 
 from dew.data import http_ranges, remote
+from tests.runtime import http_support
 from tests.runtime.http_support import DATA, RangeServer, partial
 
 pytest.importorskip("google.cloud.storage")
@@ -113,4 +115,49 @@ def test_a_range_answer_names_the_range_it_holds(monkeypatch) -> None:
         assert not answers, "the wrong range was refused and asked again"
     finally:
         listener.close()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _whole(head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+    """A server that ignores Range and answers every GET with the whole object."""
+    return [f"HTTP/1.1 200 OK\r\nContent-Length: {len(DATA)}\r\n\r\n".encode() + DATA]
+
+
+def _plain_server(monkeypatch, answer) -> RangeServer:
+    served = RangeServer(answer)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", served.url)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(remote, "_SESSION", None)
+    return served
+
+
+def test_a_whole_object_answer_is_taken_only_for_a_range_that_is_the_whole_object(monkeypatch) -> None:
+    served = _plain_server(monkeypatch, _whole)
+    try:
+        assert _read(0, len(DATA)) == DATA
+        with pytest.raises(OSError, match=r"bytes 100-611, the server answered the whole object \(HTTP 200\)"):
+            _read(*FIRST)
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def test_pooled_connections_are_checked_past_descriptor_1023(monkeypatch) -> None:
+    """select() cannot watch a descriptor above 1023, and a trainer holds many files open: a pooled
+    connection's check for stray bytes must work there too."""
+    served = _plain_server(monkeypatch, http_support.honest)
+    held = []
+    try:
+        with open(os.devnull, "rb") as devnull:
+            while devnull.fileno() + len(held) < 1100:
+                held.append(os.dup(devnull.fileno()))
+        assert _read(*FIRST) == DATA[slice(*FIRST)]
+        assert _read(*SECOND) == DATA[slice(*SECOND)]  # on the pooled connection, above 1023
+        assert served.connections == 1
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        served.stop()
         monkeypatch.setattr(remote, "_SESSION", None)
