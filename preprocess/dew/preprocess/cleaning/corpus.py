@@ -119,14 +119,28 @@ class _DescribeAgainst(beam.DoFn):
         yield dedup_entry(self.plan, self.signer, node(rank, doc_id), text)
 
 
-def exact_groups(element: tuple[bytes, Iterable[tuple[str, list[bytes]]]]) -> Iterator[Any]:
-    """One normalized text's documents → the keeper's band keys on BANDS, (keeper, other) on EXACT."""
+# The most band groupings: band b of a signature is grouped in grouping b % BAND_GROUPINGS.
+BAND_GROUPINGS = 16
+
+
+def band_groupings(plan: CleanPlan) -> list[str]:
+    """The tag of each band grouping: one a band, up to BAND_GROUPINGS.
+
+    A runner whose shuffle is its own process (DirectRunner's) hands a worker its whole share of a
+    grouping at once, so one grouping of every band key would be 14 keys a document in one message;
+    a grouping a band is one key a document, as small as the exact grouping's."""
+    return [f"{BANDS}{g}" for g in range(min(plan.minhash.bands if plan.near else 1, BAND_GROUPINGS))]
+
+
+def exact_groups(element: tuple[bytes, Iterable[tuple[str, list[bytes]]]], groupings: int) -> Iterator[Any]:
+    """One normalized text's documents → the keeper's band keys, each on its band grouping's tag, and
+    (keeper, other) on EXACT."""
     _, copies = element
     keeper = min(name for name, _ in copies)
     for name, bands in copies:  # a second pass: the group is never held
         if name == keeper:
-            for band in bands:
-                yield beam.pvalue.TaggedOutput(BANDS, (band, name))
+            for band in bands:  # a band key's first byte is its band's number
+                yield beam.pvalue.TaggedOutput(f"{BANDS}{band[0] % groupings}", (band, name))
         else:
             yield beam.pvalue.TaggedOutput(EXACT, (keeper, name))
 
@@ -223,13 +237,17 @@ class CleanCorpus(beam.PTransform):
                 | "ReadAgainst" >> beam.ParDo(ReadAgainst())
                 | "DescribeAgainst" >> beam.ParDo(_DescribeAgainst(plan))
             )
+            tags = band_groupings(plan)
             groups = (
                 (described[DEDUP], others)
                 | "AllDedup" >> beam.Flatten()
                 | "ByText" >> beam.GroupByKey()
-                | "ExactGroups" >> beam.FlatMap(exact_groups).with_outputs(BANDS, EXACT)
+                | "ExactGroups" >> beam.FlatMap(exact_groups, len(tags)).with_outputs(*tags, EXACT)
             )
-            edges = groups[BANDS] | "ByBand" >> beam.GroupByKey() | "BucketEdges" >> beam.FlatMap(bucket_edges)
+            edges = [
+                groups[tag] | f"ByBand{g}" >> beam.GroupByKey() | f"BucketEdges{g}" >> beam.FlatMap(bucket_edges)
+                for g, tag in enumerate(tags)
+            ] | "AllEdges" >> beam.Flatten()
             roots = edges | "Clusters" >> ConnectedComponents(plan.cc_rounds)
             exact = (
                 {"copies": groups[EXACT], "root": roots}
