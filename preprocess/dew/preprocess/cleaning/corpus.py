@@ -3,9 +3,12 @@
     read documents → describe (id, quality verdict and the text it leaves, record, exact key, band keys)
     → exact groups (keep the smallest node of equal normalized texts) → LSH buckets (edges from each
     bucket's smallest node) → connected components → removals (quality, exact, near)
-    → join with the records by node → kept: shard counts, route, write shards
-                                    → removed: removal tables beside the shards
+    → join with each document's size by node (kept: its size; removed: a removal row)
+    → shard counts → the records and removal rows grouped by shard: removal table, then the shard
     → stats.json → meta.json
+
+The text leaves describe once, to the shard writer (dew.preprocess.cleaning.write); every other step
+moves ids, hashes and sizes, so no dedup grouping holds a document's text.
 
 The quality filters run first and decide the text a kept document is written with: C4 drops lines, and
 the record, the exact key and the MinHash signature are all of the text it leaves, so a duplicate is
@@ -34,20 +37,19 @@ from dew.preprocess.cleaning.plan import (
     NEAR_DUPLICATE,
     CleanPlan,
     document_id,
-    draw,
     node,
     record,
     split_node,
 )
-from dew.preprocess.cleaning.removals import Removal, WriteRemovalTable
+from dew.preprocess.cleaning.removals import Removal
+from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, route_record, route_removal
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
 from dew.preprocess.documents import ReadDocuments
 from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
-from dew.preprocess.shards import GroupByShard, WriteShards, sized_count
+from dew.preprocess.shards import GroupByShard, sized_count
 
-TRAIN = "train"
-REMOVED, DEDUP, BANDS, EXACT, EDITED = "removed", "dedup", "bands", "exact", "edited"
+REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
 
 
@@ -65,11 +67,13 @@ DESCRIBE = "describe"
 
 
 class _Describe(beam.DoFn):
-    """((file, row), text) → (node, (key, record, edited)), plus on REMOVED a quality removal
-    (node, (reason, None)) or on DEDUP the document's (exact key, (node, band keys)).
+    """((file, row), text) → (node, (key, record bytes, edited)), plus on REMOVED a quality removal
+    (node, (reason, None)), or else on RECORDS its (id, (key, record)) and on DEDUP its
+    (exact key, (node, band keys)).
 
     The record holds the text the quality filters leave (C4's kept lines), `edited` says it differs from
-    the text read, and dedup hashes that same text."""
+    the text read, and dedup hashes that same text. Only RECORDS holds the text: it goes to the shard
+    writer (dew.preprocess.cleaning.write), and everything else is ids, hashes and sizes."""
 
     def __init__(self, plan: CleanPlan) -> None:
         self.plan = plan
@@ -92,10 +96,13 @@ class _Describe(beam.DoFn):
         self.described.inc()
         self.progress.add()
         kept, reason = (text, None) if self.filter_text is None else self.filter_text(text, self.plan.quality)
-        yield name, (key, record(doc_id, kept, source, key[1]), kept != text)
+        packed = record(doc_id, kept, source, key[1])
+        yield name, (key, len(packed), kept != text)
         if reason is not None:
             yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
-        elif self.plan.exact or self.plan.near:
+            return
+        yield beam.pvalue.TaggedOutput(RECORDS, (doc_id, (key, packed)))
+        if self.plan.exact or self.plan.near:
             yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, kept))
 
 
@@ -171,8 +178,8 @@ def _near_removals(element: tuple[str, str], rank: int) -> Iterator[Any]:
 
 
 class _Decide(beam.DoFn):
-    """(node, {record, removal}) → kept (id, (key, record)), plus 1 on EDITED when its text is not the text
-    read; or a Removal on REMOVED."""
+    """(node, {record: (key, record size, edited), removal}) → a kept record's size, plus 1 on EDITED when
+    its text is not the text read; or a Removal on REMOVED."""
 
     def __init__(self, against: Sequence[str]) -> None:
         self.against = list(against)
@@ -189,10 +196,10 @@ class _Decide(beam.DoFn):
             return  # a document of an --against corpus
         if len(records) != 1 or len(removals) > 1:
             raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
-        (key, packed, edited), doc_id = records[0], split_node(name)[1]
+        (key, size, edited), doc_id = records[0], split_node(name)[1]
         if not removals:
             self.kept.inc()
-            yield doc_id, (key, packed)
+            yield size
             if edited:
                 yield beam.pvalue.TaggedOutput(EDITED, 1)
             return
@@ -204,10 +211,6 @@ class _Decide(beam.DoFn):
             of_in = self.against[of_rank] if of_rank < len(self.against) else ""
         # The file index, named by its path once the removal is off the join (NameSources).
         yield beam.pvalue.TaggedOutput(REMOVED, (doc_id, reason, of_id, of_in, key[0], key[1]))
-
-
-def _shard_of(doc_id: str, count: int) -> int:
-    return min(count - 1, int(draw(doc_id) * count))
 
 
 class CleanCorpus(beam.PTransform):
@@ -225,7 +228,7 @@ class CleanCorpus(beam.PTransform):
         read = inputs | "ReadDocuments" >> ReadDocuments(plan.read)
         names = beam.pvalue.AsDict(inputs)
         described = read.documents | "Describe" >> beam.ParDo(_Describe(plan), names).with_outputs(
-            REMOVED, DEDUP, main="records"
+            REMOVED, DEDUP, RECORDS, main="sizes"
         )
         removals = [described[REMOVED]]
         if plan.exact or plan.near:
@@ -258,30 +261,26 @@ class CleanCorpus(beam.PTransform):
             removals += [exact, near]
         removal = removals | "AllRemovals" >> beam.Flatten()
         decided = (
-            {"record": described.records, "removal": removal}
+            {"record": described.sizes, "removal": removal}
             | "JoinRemovals" >> beam.CoGroupByKey()
             | "Decide" >> beam.ParDo(_Decide([a.path for a in plan.against])).with_outputs(REMOVED, EDITED, main="kept")
         )
         edited = beam.pvalue.AsSingleton(decided[EDITED] | "EditedTexts" >> beam.CombineGlobally(sum))
         kept, removed = decided.kept, decided[REMOVED] | "NameSources" >> beam.Map(_with_source, names)
         counts = beam.pvalue.AsSingleton(
-            kept
-            | "KeptBytes" >> beam.Map(lambda kv: len(kv[1][1]))
-            | "TotalBytes" >> beam.CombineGlobally(sum)
-            | "ShardCounts" >> beam.Map(self._counts)
+            kept | "TotalBytes" >> beam.CombineGlobally(sum) | "ShardCounts" >> beam.Map(self._counts)
         )
-        fmt = plan.shard_format()
-        shards = (
-            kept
-            | "Route" >> beam.Map(lambda kv, c: ((TRAIN, _shard_of(kv[0], c[TRAIN])), kv[1]), counts)
-            | "WriteShards" >> WriteShards(plan.output, fmt, counts)
+        written = (
+            (
+                described[RECORDS] | "Route" >> beam.Map(route_record, counts),
+                removed | "RouteRemovals" >> beam.Map(route_removal, counts),
+            )
+            | "RecordsAndRemovals" >> beam.Flatten()
+            | "ByShard" >> GroupByShard(counts)
+            | "WriteShards"
+            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format()), counts).with_outputs(TABLES, main="shards")
         )
-        tables = beam.pvalue.AsList(
-            removed
-            | "RouteRemovals" >> beam.Map(lambda r, c: ((TRAIN, _shard_of(r[0], c[TRAIN])), r), counts)
-            | "GroupRemovals" >> GroupByShard(counts)
-            | "WriteRemovalTables" >> beam.ParDo(WriteRemovalTable(plan.output), counts)
-        )
+        shards, tables = written.shards, beam.pvalue.AsList(written[TABLES])
         reasons = beam.pvalue.AsList(
             removed | "Reasons" >> beam.Map(lambda r: r[1]) | "ByReason" >> beam.combiners.Count.PerElement()
         )
