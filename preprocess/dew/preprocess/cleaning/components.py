@@ -15,20 +15,22 @@ a graph that needs more rounds fails the job naming the flag, rather than giving
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import apache_beam as beam
 
 from dew.data.errors import UserError
 from dew.preprocess.quiet import user_error
 
-Edge = tuple[str, str]
+# A node: any ordered value; the clean job's are 9 bytes (dew.preprocess.cleaning.plan.node).
+N = TypeVar("N", str, bytes)
 
 
 class NotConvergedError(UserError, RuntimeError):
     """The components were not stars after the rounds given."""
 
 
-def _both_ways(edge: Edge) -> Iterator[Edge]:
+def _both_ways(edge: tuple[N, N]) -> Iterator[tuple[N, N]]:
     u, v = edge
     yield u, v
     yield v, u
@@ -40,9 +42,9 @@ def _both_ways(edge: Edge) -> Iterator[Edge]:
 SEEN = 4096
 
 
-def _distinct(values: Iterable[str]) -> Iterator[str]:
+def _distinct(values: Iterable[N]) -> Iterator[N]:
     """`values` without repeats among the first SEEN distinct ones; every value past those as it comes."""
-    seen: set[str] = set()
+    seen: set[N] = set()
     for value in values:
         if value in seen:
             continue
@@ -51,7 +53,7 @@ def _distinct(values: Iterable[str]) -> Iterator[str]:
         yield value
 
 
-def large_star(element: tuple[str, Iterable[str]]) -> Iterator[Edge]:
+def large_star(element: tuple[N, Iterable[N]]) -> Iterator[tuple[N, N]]:
     """Each larger neighbour of u is rewired to the smallest node of u's closed neighbourhood.
 
     Two passes over the neighbours (their minimum, then the edges), so a hub's list is iterated, not held."""
@@ -62,7 +64,7 @@ def large_star(element: tuple[str, Iterable[str]]) -> Iterator[Edge]:
             yield (m, v)
 
 
-def small_star(element: tuple[str, Iterable[str]]) -> Iterator[Edge]:
+def small_star(element: tuple[N, Iterable[N]]) -> Iterator[tuple[N, N]]:
     """u and its smaller neighbours are rewired to the smallest of them; an edge to a larger neighbour
     is that neighbour's to rewire. Two passes, as large_star."""
     u, neighbours = element
@@ -74,7 +76,7 @@ def small_star(element: tuple[str, Iterable[str]]) -> Iterator[Edge]:
         yield (m, u)
 
 
-def _root(element: tuple[str, Iterable[str]], rounds: int) -> Iterator[tuple[str, str]]:
+def _root(element: tuple[N, Iterable[N]], rounds: int) -> Iterator[tuple[N, N]]:
     """A node and the root of its star: itself when it is the smallest of its neighbourhood, else its one
     neighbour. Two passes: the minimum, then (for a leaf) whether any neighbour is not that minimum."""
     u, neighbours = element
@@ -85,8 +87,9 @@ def _root(element: tuple[str, Iterable[str]], rounds: int) -> Iterator[tuple[str
     if any(v != m for v in neighbours):
         raise user_error(
             NotConvergedError(
-                f"the duplicate clusters did not settle in {rounds} rounds of connected components (node {u} "
-                f"still has more than one neighbour); rerun with a larger --cc_rounds"
+                f"the duplicate clusters did not settle in {rounds} rounds of connected components (node "
+                f"{u.hex() if isinstance(u, bytes) else u} still has more than one neighbour); rerun with a "
+                "larger --cc_rounds"
             )
         )
     yield u, m

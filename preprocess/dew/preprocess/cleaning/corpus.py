@@ -68,12 +68,13 @@ DESCRIBE = "describe"
 
 class _Describe(beam.DoFn):
     """((file, row), text) → (node, (key, record bytes, edited)), plus on REMOVED a quality removal
-    (node, (reason, None)), or else on RECORDS its (id, (key, record)) and on DEDUP its
+    (node, (reason, None)), or else on RECORDS its (id, file, row, text) and on DEDUP its
     (exact key, (node, band keys)).
 
-    The record holds the text the quality filters leave (C4's kept lines), `edited` says it differs from
+    The record is of the text the quality filters leave (C4's kept lines), `edited` says it differs from
     the text read, and dedup hashes that same text. Only RECORDS holds the text: it goes to the shard
-    writer (dew.preprocess.cleaning.write), and everything else is ids, hashes and sizes."""
+    writer (dew.preprocess.cleaning.write), which packs the record there, and everything else is ids,
+    hashes and sizes."""
 
     def __init__(self, plan: CleanPlan) -> None:
         self.plan = plan
@@ -96,22 +97,22 @@ class _Describe(beam.DoFn):
         self.described.inc()
         self.progress.add()
         kept, reason = (text, None) if self.filter_text is None else self.filter_text(text, self.plan.quality)
-        packed = record(doc_id, kept, source, key[1])
-        yield name, (key, len(packed), kept != text)
+        yield name, (key, len(record(doc_id, kept, source, key[1])), kept != text)
         if reason is not None:
             yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
             return
-        yield beam.pvalue.TaggedOutput(RECORDS, (doc_id, (key, packed)))
+        yield beam.pvalue.TaggedOutput(RECORDS, (doc_id, key[0], key[1], kept))
         if self.plan.exact or self.plan.near:
             yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, kept))
 
 
-def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: str, text: str) -> tuple[bytes, tuple[str, list[bytes]]]:
-    """(exact key, (node, band keys)); without exact dedup the key is the node's own, a group of one."""
+def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: bytes, text: str) -> tuple[bytes, tuple[bytes, bytes]]:
+    """(exact key, (node, band keys one after another)); without exact dedup the key is the node, a group of
+    one. The band keys travel as one bytes value: 14 of them as a list would be 14 values to encode."""
     normalized = minhash.normalize(text)
-    key = minhash.exact_key(normalized) if plan.exact else name.encode()
+    key = minhash.exact_key(normalized) if plan.exact else name
     signature = signer.signature(normalized) if plan.near else None
-    return key, (name, [] if signature is None else signer.band_keys(signature))
+    return key, (name, b"" if signature is None else b"".join(signer.band_keys(signature)))
 
 
 class _DescribeAgainst(beam.DoFn):
@@ -121,7 +122,7 @@ class _DescribeAgainst(beam.DoFn):
     def setup(self) -> None:
         self.signer = minhash.Signer(self.plan.minhash)
 
-    def process(self, element: tuple[int, str, str]) -> Iterator[tuple[bytes, tuple[str, list[bytes]]]]:
+    def process(self, element: tuple[int, str, str]) -> Iterator[tuple[bytes, tuple[bytes, bytes]]]:
         rank, doc_id, text = element
         yield dedup_entry(self.plan, self.signer, node(rank, doc_id), text)
 
@@ -139,20 +140,22 @@ def band_groupings(plan: CleanPlan) -> list[str]:
     return [f"{BANDS}{g}" for g in range(min(plan.minhash.bands if plan.near else 1, BAND_GROUPINGS))]
 
 
-def exact_groups(element: tuple[bytes, Iterable[tuple[str, list[bytes]]]], groupings: int) -> Iterator[Any]:
+def exact_groups(element: tuple[bytes, Iterable[tuple[bytes, bytes]]], groupings: int) -> Iterator[Any]:
     """One normalized text's documents → the keeper's band keys, each on its band grouping's tag, and
     (keeper, other) on EXACT."""
     _, copies = element
     keeper = min(name for name, _ in copies)
+    width = minhash.BAND_KEY_BYTES
     for name, bands in copies:  # a second pass: the group is never held
         if name == keeper:
-            for band in bands:  # a band key's first byte is its band's number
+            for start in range(0, len(bands), width):
+                band = bands[start : start + width]  # a band key's first byte is its band's number
                 yield beam.pvalue.TaggedOutput(f"{BANDS}{band[0] % groupings}", (band, name))
         else:
             yield beam.pvalue.TaggedOutput(EXACT, (keeper, name))
 
 
-def bucket_edges(element: tuple[bytes, Iterable[str]]) -> Iterator[tuple[str, str]]:
+def bucket_edges(element: tuple[bytes, Iterable[bytes]]) -> Iterator[tuple[bytes, bytes]]:
     """A band bucket's documents → an edge from its smallest document to each other one (a star)."""
     _, names = element
     smallest = min(names)
@@ -161,7 +164,7 @@ def bucket_edges(element: tuple[bytes, Iterable[str]]) -> Iterator[tuple[str, st
             yield smallest, name
 
 
-def _exact_removals(element: tuple[str, Mapping[str, Iterable[Any]]], rank: int) -> Iterator[Any]:
+def _exact_removals(element: tuple[bytes, Mapping[str, Iterable[Any]]], rank: int) -> Iterator[Any]:
     """An exact keeper's copies are removed as duplicates of the keeper's cluster's kept document."""
     keeper, joined = element
     roots = list(joined["root"])
@@ -171,7 +174,7 @@ def _exact_removals(element: tuple[str, Mapping[str, Iterable[Any]]], rank: int)
             yield name, (EXACT_DUPLICATE, kept)
 
 
-def _near_removals(element: tuple[str, str], rank: int) -> Iterator[Any]:
+def _near_removals(element: tuple[bytes, bytes], rank: int) -> Iterator[Any]:
     name, root = element
     if name != root and split_node(name)[0] == rank:
         yield name, (NEAR_DUPLICATE, root)
@@ -188,15 +191,16 @@ class _Decide(beam.DoFn):
         self.kept = beam.metrics.Metrics.counter(NAMESPACE, "documents_kept")
         self.removed = beam.metrics.Metrics.counter(NAMESPACE, "documents_removed")
 
-    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+    def process(self, element: tuple[bytes, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         name, joined = element
         records = list(joined["record"])
         removals = list(joined["removal"])
         if not records:
             return  # a document of an --against corpus
+        doc_id = split_node(name)[1]
         if len(records) != 1 or len(removals) > 1:
-            raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
-        (key, size, edited), doc_id = records[0], split_node(name)[1]
+            raise RuntimeError(f"document {doc_id} was read {len(records)} times and removed {len(removals)} times")
+        key, size, edited = records[0]
         if not removals:
             self.kept.inc()
             yield size
@@ -278,7 +282,9 @@ class CleanCorpus(beam.PTransform):
             | "RecordsAndRemovals" >> beam.Flatten()
             | "ByShard" >> GroupByShard(counts)
             | "WriteShards"
-            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format()), counts).with_outputs(TABLES, main="shards")
+            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format(), self.paths), counts).with_outputs(
+                TABLES, main="shards"
+            )
         )
         shards, tables = written.shards, beam.pvalue.AsList(written[TABLES])
         reasons = beam.pvalue.AsList(
