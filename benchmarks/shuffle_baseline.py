@@ -2,9 +2,11 @@
 
     python benchmarks/shuffle_baseline.py 'in/*.jsonl' OUT SHARD_MIB [beam flags]
 
-The clean job's two shuffles of every document, with nothing of dew's around them: read the lines, group
-them by a hash of the line (exact dedup's grouping), then by shard (the shard writer's), and write each
-shard's lines to a file as they come. It runs as the dew-preprocess program runs a job (its own process,
+The clean job's two kinds of grouping of every document, with nothing of dew's around them: read the
+lines, group them by a hash of the line (a key a document, as exact dedup's and each band's grouping),
+then by shard (the shard writer's), and write each shard's lines to a file as they come. The baseline
+shuffles the text both times; the clean job shuffles only ids and hashes in the first kind.
+It runs as the dew-preprocess program runs a job (its own process,
 the same local runner with workers forked from it), so what a process's peak memory does as the corpus
 grows here is the runner's share of the clean job's.
 """

@@ -9,7 +9,7 @@ import pytest
 
 from dew.data.formats import Meta, Shard
 from dew.data.sections import DocumentsSection
-from dew.preprocess.cleaning.components import ConnectedComponents, NotConvergedError, large_star, small_star
+from dew.preprocess.cleaning.components import SEEN, ConnectedComponents, NotConvergedError, large_star, small_star
 from dew.preprocess.cleaning.minhash import MinHashConfig, Signer, exact_key, jaccard, normalize
 from tests.preprocess.planted import exact_copy, near_copy, real_texts
 
@@ -76,6 +76,15 @@ def _union_find(edges: list[tuple[str, str]]) -> dict[str, str]:
 def test_star_steps_keep_components_and_point_at_the_smallest() -> None:
     assert sorted(large_star(("c", ["a", "d", "e"]))) == [("a", "d"), ("a", "e")]
     assert sorted(small_star(("d", ["b", "c", "e"]))) == [("b", "c"), ("b", "d")]
+
+
+def test_star_steps_on_a_hub_send_its_edges_once_while_they_remember_and_lose_none() -> None:
+    few = ["c", "a", "e", "c", "a", "d", "e"]
+    assert sorted(large_star(("b", few))) == [("a", "c"), ("a", "d"), ("a", "e")]
+    assert sorted(small_star(("d", few))) == [("a", "c"), ("a", "d")]
+    hub = [f"n{i:05d}" for i in range(SEEN + 10)] * 2  # more neighbours than a step remembers, each twice
+    edges = list(large_star(("a", hub)))
+    assert set(edges) == {("a", v) for v in hub} and len(edges) == SEEN + 2 * 10
 
 
 def test_connected_components_match_union_find_and_refuse_too_few_rounds() -> None:

@@ -3,9 +3,12 @@
     read documents → describe (id, quality verdict and the text it leaves, record, exact key, band keys)
     → exact groups (keep the smallest node of equal normalized texts) → LSH buckets (edges from each
     bucket's smallest node) → connected components → removals (quality, exact, near)
-    → join with the records by node → kept: shard counts, route, write shards
-                                    → removed: removal tables beside the shards
+    → join with each document's size by node (kept: its size; removed: a removal row)
+    → shard counts → the records and removal rows grouped by shard: removal table, then the shard
     → stats.json → meta.json
+
+The text leaves describe once, to the shard writer (dew.preprocess.cleaning.write); every other step
+moves ids, hashes and sizes, so no dedup grouping holds a document's text.
 
 The quality filters run first and decide the text a kept document is written with: C4 drops lines, and
 the record, the exact key and the MinHash signature are all of the text it leaves, so a duplicate is
@@ -34,20 +37,19 @@ from dew.preprocess.cleaning.plan import (
     NEAR_DUPLICATE,
     CleanPlan,
     document_id,
-    draw,
     node,
     record,
     split_node,
 )
-from dew.preprocess.cleaning.removals import Removal, WriteRemovalTable
+from dew.preprocess.cleaning.removals import Removal
+from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, route_record, route_removal
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
 from dew.preprocess.documents import ReadDocuments
 from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
-from dew.preprocess.shards import GroupByShard, WriteShards, sized_count
+from dew.preprocess.shards import GroupByShard, sized_count
 
-TRAIN = "train"
-REMOVED, DEDUP, BANDS, EXACT, EDITED = "removed", "dedup", "bands", "exact", "edited"
+REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
 
 
@@ -65,11 +67,14 @@ DESCRIBE = "describe"
 
 
 class _Describe(beam.DoFn):
-    """((file, row), text) → (node, (key, record, edited)), plus on REMOVED a quality removal
-    (node, (reason, None)) or on DEDUP the document's (exact key, (node, band keys)).
+    """((file, row), text) → (node, (key, record bytes, edited)), plus on REMOVED a quality removal
+    (node, (reason, None)), or else on RECORDS its (id, file, row, text) and on DEDUP its
+    (exact key, (node, band keys)).
 
-    The record holds the text the quality filters leave (C4's kept lines), `edited` says it differs from
-    the text read, and dedup hashes that same text."""
+    The record is of the text the quality filters leave (C4's kept lines), `edited` says it differs from
+    the text read, and dedup hashes that same text. Only RECORDS holds the text: it goes to the shard
+    writer (dew.preprocess.cleaning.write), which packs the record there, and everything else is ids,
+    hashes and sizes."""
 
     def __init__(self, plan: CleanPlan) -> None:
         self.plan = plan
@@ -92,19 +97,22 @@ class _Describe(beam.DoFn):
         self.described.inc()
         self.progress.add()
         kept, reason = (text, None) if self.filter_text is None else self.filter_text(text, self.plan.quality)
-        yield name, (key, record(doc_id, kept, source, key[1]), kept != text)
+        yield name, (key, len(record(doc_id, kept, source, key[1])), kept != text)
         if reason is not None:
             yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
-        elif self.plan.exact or self.plan.near:
+            return
+        yield beam.pvalue.TaggedOutput(RECORDS, (doc_id, key[0], key[1], kept))
+        if self.plan.exact or self.plan.near:
             yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, kept))
 
 
-def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: str, text: str) -> tuple[bytes, tuple[str, list[bytes]]]:
-    """(exact key, (node, band keys)); without exact dedup the key is the node's own, a group of one."""
+def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: bytes, text: str) -> tuple[bytes, tuple[bytes, bytes]]:
+    """(exact key, (node, band keys one after another)); without exact dedup the key is the node, a group of
+    one. The band keys travel as one bytes value: 14 of them as a list would be 14 values to encode."""
     normalized = minhash.normalize(text)
-    key = minhash.exact_key(normalized) if plan.exact else name.encode()
+    key = minhash.exact_key(normalized) if plan.exact else name
     signature = signer.signature(normalized) if plan.near else None
-    return key, (name, [] if signature is None else signer.band_keys(signature))
+    return key, (name, b"" if signature is None else b"".join(signer.band_keys(signature)))
 
 
 class _DescribeAgainst(beam.DoFn):
@@ -114,24 +122,40 @@ class _DescribeAgainst(beam.DoFn):
     def setup(self) -> None:
         self.signer = minhash.Signer(self.plan.minhash)
 
-    def process(self, element: tuple[int, str, str]) -> Iterator[tuple[bytes, tuple[str, list[bytes]]]]:
+    def process(self, element: tuple[int, str, str]) -> Iterator[tuple[bytes, tuple[bytes, bytes]]]:
         rank, doc_id, text = element
         yield dedup_entry(self.plan, self.signer, node(rank, doc_id), text)
 
 
-def exact_groups(element: tuple[bytes, Iterable[tuple[str, list[bytes]]]]) -> Iterator[Any]:
-    """One normalized text's documents → the keeper's band keys on BANDS, (keeper, other) on EXACT."""
+# The most band groupings: band b of a signature is grouped in grouping b % BAND_GROUPINGS.
+BAND_GROUPINGS = 16
+
+
+def band_groupings(plan: CleanPlan) -> list[str]:
+    """The tag of each band grouping: one a band, up to BAND_GROUPINGS.
+
+    A runner whose shuffle is its own process (DirectRunner's) hands a worker its whole share of a
+    grouping at once, so one grouping of every band key would be 14 keys a document in one message;
+    a grouping a band is one key a document, as small as the exact grouping's."""
+    return [f"{BANDS}{g}" for g in range(min(plan.minhash.bands if plan.near else 1, BAND_GROUPINGS))]
+
+
+def exact_groups(element: tuple[bytes, Iterable[tuple[bytes, bytes]]], groupings: int) -> Iterator[Any]:
+    """One normalized text's documents → the keeper's band keys, each on its band grouping's tag, and
+    (keeper, other) on EXACT."""
     _, copies = element
     keeper = min(name for name, _ in copies)
+    width = minhash.BAND_KEY_BYTES
     for name, bands in copies:  # a second pass: the group is never held
         if name == keeper:
-            for band in bands:
-                yield beam.pvalue.TaggedOutput(BANDS, (band, name))
+            for start in range(0, len(bands), width):
+                band = bands[start : start + width]  # a band key's first byte is its band's number
+                yield beam.pvalue.TaggedOutput(f"{BANDS}{band[0] % groupings}", (band, name))
         else:
             yield beam.pvalue.TaggedOutput(EXACT, (keeper, name))
 
 
-def bucket_edges(element: tuple[bytes, Iterable[str]]) -> Iterator[tuple[str, str]]:
+def bucket_edges(element: tuple[bytes, Iterable[bytes]]) -> Iterator[tuple[bytes, bytes]]:
     """A band bucket's documents → an edge from its smallest document to each other one (a star)."""
     _, names = element
     smallest = min(names)
@@ -140,7 +164,7 @@ def bucket_edges(element: tuple[bytes, Iterable[str]]) -> Iterator[tuple[str, st
             yield smallest, name
 
 
-def _exact_removals(element: tuple[str, Mapping[str, Iterable[Any]]], rank: int) -> Iterator[Any]:
+def _exact_removals(element: tuple[bytes, Mapping[str, Iterable[Any]]], rank: int) -> Iterator[Any]:
     """An exact keeper's copies are removed as duplicates of the keeper's cluster's kept document."""
     keeper, joined = element
     roots = list(joined["root"])
@@ -150,15 +174,15 @@ def _exact_removals(element: tuple[str, Mapping[str, Iterable[Any]]], rank: int)
             yield name, (EXACT_DUPLICATE, kept)
 
 
-def _near_removals(element: tuple[str, str], rank: int) -> Iterator[Any]:
+def _near_removals(element: tuple[bytes, bytes], rank: int) -> Iterator[Any]:
     name, root = element
     if name != root and split_node(name)[0] == rank:
         yield name, (NEAR_DUPLICATE, root)
 
 
 class _Decide(beam.DoFn):
-    """(node, {record, removal}) → kept (id, (key, record)), plus 1 on EDITED when its text is not the text
-    read; or a Removal on REMOVED."""
+    """(node, {record: (key, record size, edited), removal}) → a kept record's size, plus 1 on EDITED when
+    its text is not the text read; or a Removal on REMOVED."""
 
     def __init__(self, against: Sequence[str]) -> None:
         self.against = list(against)
@@ -167,18 +191,19 @@ class _Decide(beam.DoFn):
         self.kept = beam.metrics.Metrics.counter(NAMESPACE, "documents_kept")
         self.removed = beam.metrics.Metrics.counter(NAMESPACE, "documents_removed")
 
-    def process(self, element: tuple[str, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
+    def process(self, element: tuple[bytes, Mapping[str, Iterable[Any]]]) -> Iterator[Any]:
         name, joined = element
         records = list(joined["record"])
         removals = list(joined["removal"])
         if not records:
             return  # a document of an --against corpus
+        doc_id = split_node(name)[1]
         if len(records) != 1 or len(removals) > 1:
-            raise RuntimeError(f"document {name} was read {len(records)} times and removed {len(removals)} times")
-        (key, packed, edited), doc_id = records[0], split_node(name)[1]
+            raise RuntimeError(f"document {doc_id} was read {len(records)} times and removed {len(removals)} times")
+        key, size, edited = records[0]
         if not removals:
             self.kept.inc()
-            yield doc_id, (key, packed)
+            yield size
             if edited:
                 yield beam.pvalue.TaggedOutput(EDITED, 1)
             return
@@ -190,10 +215,6 @@ class _Decide(beam.DoFn):
             of_in = self.against[of_rank] if of_rank < len(self.against) else ""
         # The file index, named by its path once the removal is off the join (NameSources).
         yield beam.pvalue.TaggedOutput(REMOVED, (doc_id, reason, of_id, of_in, key[0], key[1]))
-
-
-def _shard_of(doc_id: str, count: int) -> int:
-    return min(count - 1, int(draw(doc_id) * count))
 
 
 class CleanCorpus(beam.PTransform):
@@ -211,7 +232,7 @@ class CleanCorpus(beam.PTransform):
         read = inputs | "ReadDocuments" >> ReadDocuments(plan.read)
         names = beam.pvalue.AsDict(inputs)
         described = read.documents | "Describe" >> beam.ParDo(_Describe(plan), names).with_outputs(
-            REMOVED, DEDUP, main="records"
+            REMOVED, DEDUP, RECORDS, main="sizes"
         )
         removals = [described[REMOVED]]
         if plan.exact or plan.near:
@@ -223,13 +244,17 @@ class CleanCorpus(beam.PTransform):
                 | "ReadAgainst" >> beam.ParDo(ReadAgainst())
                 | "DescribeAgainst" >> beam.ParDo(_DescribeAgainst(plan))
             )
+            tags = band_groupings(plan)
             groups = (
                 (described[DEDUP], others)
                 | "AllDedup" >> beam.Flatten()
                 | "ByText" >> beam.GroupByKey()
-                | "ExactGroups" >> beam.FlatMap(exact_groups).with_outputs(BANDS, EXACT)
+                | "ExactGroups" >> beam.FlatMap(exact_groups, len(tags)).with_outputs(*tags, EXACT)
             )
-            edges = groups[BANDS] | "ByBand" >> beam.GroupByKey() | "BucketEdges" >> beam.FlatMap(bucket_edges)
+            edges = [
+                groups[tag] | f"ByBand{g}" >> beam.GroupByKey() | f"BucketEdges{g}" >> beam.FlatMap(bucket_edges)
+                for g, tag in enumerate(tags)
+            ] | "AllEdges" >> beam.Flatten()
             roots = edges | "Clusters" >> ConnectedComponents(plan.cc_rounds)
             exact = (
                 {"copies": groups[EXACT], "root": roots}
@@ -240,30 +265,28 @@ class CleanCorpus(beam.PTransform):
             removals += [exact, near]
         removal = removals | "AllRemovals" >> beam.Flatten()
         decided = (
-            {"record": described.records, "removal": removal}
+            {"record": described.sizes, "removal": removal}
             | "JoinRemovals" >> beam.CoGroupByKey()
             | "Decide" >> beam.ParDo(_Decide([a.path for a in plan.against])).with_outputs(REMOVED, EDITED, main="kept")
         )
         edited = beam.pvalue.AsSingleton(decided[EDITED] | "EditedTexts" >> beam.CombineGlobally(sum))
         kept, removed = decided.kept, decided[REMOVED] | "NameSources" >> beam.Map(_with_source, names)
         counts = beam.pvalue.AsSingleton(
-            kept
-            | "KeptBytes" >> beam.Map(lambda kv: len(kv[1][1]))
-            | "TotalBytes" >> beam.CombineGlobally(sum)
-            | "ShardCounts" >> beam.Map(self._counts)
+            kept | "TotalBytes" >> beam.CombineGlobally(sum) | "ShardCounts" >> beam.Map(self._counts)
         )
-        fmt = plan.shard_format()
-        shards = (
-            kept
-            | "Route" >> beam.Map(lambda kv, c: ((TRAIN, _shard_of(kv[0], c[TRAIN])), kv[1]), counts)
-            | "WriteShards" >> WriteShards(plan.output, fmt, counts)
+        written = (
+            (
+                described[RECORDS] | "Route" >> beam.Map(route_record, counts),
+                removed | "RouteRemovals" >> beam.Map(route_removal, counts),
+            )
+            | "RecordsAndRemovals" >> beam.Flatten()
+            | "ByShard" >> GroupByShard(counts)
+            | "WriteShards"
+            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format(), self.paths), counts).with_outputs(
+                TABLES, main="shards"
+            )
         )
-        tables = beam.pvalue.AsList(
-            removed
-            | "RouteRemovals" >> beam.Map(lambda r, c: ((TRAIN, _shard_of(r[0], c[TRAIN])), r), counts)
-            | "GroupRemovals" >> GroupByShard(counts)
-            | "WriteRemovalTables" >> beam.ParDo(WriteRemovalTable(plan.output), counts)
-        )
+        shards, tables = written.shards, beam.pvalue.AsList(written[TABLES])
         reasons = beam.pvalue.AsList(
             removed | "Reasons" >> beam.Map(lambda r: r[1]) | "ByReason" >> beam.combiners.Count.PerElement()
         )

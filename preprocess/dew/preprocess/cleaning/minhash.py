@@ -59,6 +59,10 @@ class MinHashConfig:
         return rng.integers(1, 1 << 62, size=self.ngram, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
+# A band key's bytes: the band's number, then a digest of its rows' hashes.
+BAND_KEY_BYTES = 12
+
+
 def normalize(text: str) -> str:
     """The text two documents must share to be exact duplicates, and whose words make the shingles."""
     text = unicodedata.normalize("NFKC", text).lower()
@@ -113,11 +117,12 @@ class Signer:
         return mixed.min(axis=0).astype(np.uint32)
 
     def band_keys(self, signature: np.ndarray) -> list[bytes]:
-        """One key a band: the band's number and its rows' hashes, digested to 12 bytes."""
+        """One key a band: the band's number and its rows' hashes, digested to BAND_KEY_BYTES."""
         rows = self.config.rows
         digest = hashlib.blake2b
         return [
-            bytes([band]) + digest(signature[band * rows : (band + 1) * rows].tobytes(), digest_size=11).digest()
+            bytes([band])
+            + digest(signature[band * rows : (band + 1) * rows].tobytes(), digest_size=BAND_KEY_BYTES - 1).digest()
             for band in range(self.config.bands)
         ]
 

@@ -27,20 +27,19 @@ EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
 DUPLICATE_REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
 MAX_AGAINST = 98
-_RANK = 2
 
 
 def document_id(source: str, row: int) -> str:
     return hashlib.blake2b(f"{source}\0{row}".encode(), digest_size=8).hexdigest()
 
 
-def node(rank: int, doc_id: str) -> str:
-    return f"{rank:0{_RANK}d}{doc_id}"
+def node(rank: int, doc_id: str) -> bytes:
+    return bytes((rank,)) + bytes.fromhex(doc_id)
 
 
-def split_node(name: str) -> tuple[int, str]:
+def split_node(name: bytes) -> tuple[int, str]:
     """(corpus rank, document id) of a node."""
-    return int(name[:_RANK]), name[_RANK:]
+    return name[0], name[1:].hex()
 
 
 def draw(doc_id: str) -> float:

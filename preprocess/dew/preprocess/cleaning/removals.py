@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-import apache_beam as beam
-
 from dew.data.extras import require
-from dew.data.formats import shard_name
 from dew.preprocess import files
 from dew.preprocess.commit import REMOVALS_SUFFIX
 
@@ -57,19 +54,3 @@ def read_table(path: str) -> list[dict[str, Any]]:
     pq = require("pyarrow.parquet", for_what="removal tables")
     with files.open_read(path) as f:
         return pq.read_table(f).to_pylist()
-
-
-class WriteRemovalTable(beam.DoFn):
-    """((split, j), [Removal or None]) → (table name, rows); writes the table beside shard j."""
-
-    def __init__(self, output: str) -> None:
-        self.output = output
-
-    def process(
-        self, element: tuple[tuple[str, int], Iterable[Removal | None]], counts: Mapping[str, int]
-    ) -> Iterator[tuple[str, int]]:
-        (split, index), values = element
-        rows = [row for row in values if row is not None]
-        name = removals_name(shard_name(split, index, counts[split], "parquet"))
-        files.write_atomic(files.join(self.output, name), table_bytes(rows), self.output)
-        yield name, len(rows)
