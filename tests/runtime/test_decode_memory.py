@@ -272,8 +272,9 @@ def test_every_webp_takes_libwebps_own_buffer_and_an_animation_its_first_frame()
         np.testing.assert_array_equal(got, plain_rgb(modes[name]), err_msg=name)
     cut = modes["webp"][: len(modes["webp"]) // 2]  # refused by libwebp: Pillow's decode then names the damage
     assert webp_buffer.decode_rgb(cut, 157, 203, alpha=False, strip_bytes=1000) is None
-    # A first frame that does not cover its canvas is left to Pillow, which draws it on the canvas.
-    assert webp_buffer.first_frame(modes["animated webp"], 158, 203) is None
+    # An animation's first frame is cut out with where it lies: here over the whole 157 × 203 canvas.
+    first = webp_buffer.first_frame(modes["animated webp"])
+    assert first is not None and (first.x, first.y, first.width, first.height) == (0, 0, 157, 203)
 
 
 def test_compositing_onto_white_in_integers_gives_the_float_arithmetics_byte_for_every_pair() -> None:
