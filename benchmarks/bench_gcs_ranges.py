@@ -42,7 +42,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
 
-from dew.data import Loading, blockcache, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
+from dew.data import (
+    Loading,
+    block_sums,
+    blockcache,
+    datasets,
+    formats,
+    integrity,
+    ranges,
+    record_shards,
+    remote,
+    shard_cache,
+)
 from dew.data.images import shards as image_shards
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
@@ -154,7 +165,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as scratch:
             rng = np.random.default_rng(0)
-            docs = [rng.integers(1, 60000, rng.integers(200, 1000)) for _ in range(DOCS)]
+            docs = [np.append(rng.integers(1, 60000, rng.integers(200, 1000)), 0) for _ in range(DOCS)]  # eos-closed
             block = integrity.TOKEN_BLOCK_BYTES
             local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=block)
             corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
@@ -168,6 +179,7 @@ def main() -> None:
             _upload(images, images_whole, drop_blocks=True)
             local_records = _image_epoch(images)[0]
             layouts = _block_sizes(scratch, docs, corpus)
+            sums = _checksum_layouts(scratch)
             # The emulator without the proxy: the ceiling this machine's emulator sets, whatever the latency.
             rows.append(_measure(scratch, uri, whole, corpus, 0.0, local_rate))
             rows.append(_measure_images(scratch, images, images_uri, images_whole, 0.0, local_records))
@@ -192,6 +204,12 @@ def main() -> None:
         print(row)
     print(f"block sizes (direct; the ratios against {BLOCK_SIZES[0]}-byte blocks, the baseline of these rows):")
     for row in layouts:
+        print(row)
+    print(
+        f"checksum layouts (direct; {SUMS_SHARDS} .bin shards of {SUMS_IDS * 2 >> 20} MiB, 256-byte blocks; baseline:"
+    )
+    print("the flat layout, version 1, in the same run; first batch, then the next steps, one process):")
+    for row in sums:
         print(row)
 
 
@@ -265,6 +283,51 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
             f"{BLOCK_SIZES[0]}-byte layout's), {epoch.requests / steps:.0f} range requests a step, disk held at "
             f"most {most / (corpus // 5):.2f}x the budget | first batch {first / batch_bytes:.3f}x its bytes + "
             f"{first_index / 1e3:.1f} kB of block files"
+        )
+    return rows
+
+
+SUMS_SHARDS, SUMS_IDS, SUMS_STEPS = 4, 4 << 20, 40
+
+
+def _checksum_layouts(scratch: str) -> list[str]:
+    """Checksum bytes and requests of a first batch and of the SUMS_STEPS after it, and the checksum
+    memory the process holds then, for larger shards written with each `.blocks` layout."""
+    rng = np.random.default_rng(1)
+    docs = [np.append(rng.integers(1, 60000, 2047), 0) for _ in range(SUMS_SHARDS * SUMS_IDS // 2048)]
+    batch_bytes, rows, base = BATCH * (SEQ_LEN + 1) * 2, [], (0, 0, 0)
+    for version, budget in ((1, 0), (block_sums.BLOCKS_VERSION, 0), (block_sums.BLOCKS_VERSION, 256 << 10)):
+        name = f"sums-{version}-{budget}"
+        local = write_corpus(
+            os.path.join(scratch, name), {"train": docs}, shards=SUMS_SHARDS, block_bytes=256, blocks_version=version
+        )
+        _upload(local, f"gs://dew-bench/{name}")
+        _fresh_cache(scratch, 64 << 30)
+        os.environ[block_sums.CHECKSUM_BYTES_ENV] = str(budget or 32 << 20)
+        block_sums._CACHE = None
+        counted: list[tuple[int, int]] = []
+        with _stream(f"gs://dew-bench/{name}", read_buffer=1).train() as stream:
+            for steps in (1, SUMS_STEPS):
+                before = dataclasses.replace(ranges.FETCHED)
+                for _ in range(steps):
+                    next(stream)
+                f = ranges.FETCHED
+                counted.append(
+                    (
+                        f.index_bytes + f.sums_bytes - before.index_bytes - before.sums_bytes,
+                        f.index_reads + f.sums_reads - before.index_reads - before.sums_reads,
+                    )
+                )
+        held = sum(s.nbytes for s in ranges._SUMS.values()) + block_sums.held()[1]
+        (first, first_requests), (later, later_requests) = counted
+        base = (first, later, held) if version == 1 else base
+        label = "flat (v1)" if version == 1 else f"two-level (v2), {(budget or 32 << 20) >> 10} KiB budget"
+        rows.append(
+            f"{label}: first batch {first / 1e3:.1f} kB of checksums = {first / batch_bytes:.3f}x its windows' bytes "
+            f"({first / base[0]:.3f}x v1's), {first_requests} requests | next {SUMS_STEPS} steps "
+            f"{later / (SUMS_STEPS * batch_bytes):.3f}x their bytes in checksums, {later_requests} requests | "
+            f"held {held / 1e3:.1f} kB ({held / base[2]:.3f}x v1's) = {held / (SUMS_SHARDS * SUMS_IDS * 2):.4f}x "
+            "the shards touched"
         )
     return rows
 

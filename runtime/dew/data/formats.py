@@ -341,8 +341,10 @@ def verify_shard(
     checksum: bool = False,
     holder: object | None = None,
     close: Callable[[], None] | None = None,
+    also: integrity.Pass | None = None,
 ) -> str:
-    """The local path of a committed shard, after checking its size, and with `checksum` its content.
+    """The local path of a committed shard, after checking its size, and with `checksum` its content
+    (and, for a local shard, `also` in the same read: dew.data.integrity.verify_file).
 
     Readers ask for the checksum when they first open a shard: it costs a full read the first time a
     host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
@@ -356,7 +358,7 @@ def verify_shard(
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     check_size(path, shard)
     if checksum:
-        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c)
+        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c, also=also)
     return path
 
 
