@@ -19,6 +19,10 @@ Block sizes: the same token documents written with block checksums of 4096 bytes
 .bin shards took integrity.TOKEN_BLOCK_BYTES, and the baseline of these rows) and of 512, 256 and 128,
 each read through the emulator directly: the epoch with a cache of corpus / 5 (bytes fetched against
 the corpus, block files included and not, range requests a step, most disk held) and the first batch.
+Checksum layouts: larger .bin shards (8 MiB, 256-byte blocks) written with the flat .blocks (version 1,
+the baseline of these rows) and the two-level one (block_sums.BLOCKS_VERSION, at the default
+$DEW_CHECKSUM_BYTES and at 256 KiB): checksum bytes and requests of a first batch and of the steps after
+it, and the checksum memory the process holds then.
 Run: .venv/bin/python benchmarks/bench_gcs_ranges.py   (about a minute and a half)
 """
 
@@ -41,10 +45,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
+from checksum_layouts import SUMS_IDS, SUMS_SHARDS, checksum_layouts
 
 from dew.data import (
     Loading,
-    block_sums,
     blockcache,
     datasets,
     formats,
@@ -115,7 +119,12 @@ def _upload(local: str, uri: str, *, drop_blocks: bool = False) -> None:
             meta = formats.Meta.from_json(json.loads(data))
             for shards in meta.splits.values():
                 for shard in shards:
-                    for field, empty in (("block_bytes", 0), ("blocks_crc32c", ""), ("index_version", 0)):
+                    for field, empty in (
+                        ("block_bytes", 0),
+                        ("blocks_crc32c", ""),
+                        ("blocks_version", 0),
+                        ("index_version", 0),
+                    ):
                         object.__setattr__(shard, field, empty)
                     object.__setattr__(shard, "index_crc32c", "")
             data = json.dumps(meta.to_json()).encode()
@@ -179,7 +188,7 @@ def main() -> None:
             _upload(images, images_whole, drop_blocks=True)
             local_records = _image_epoch(images)[0]
             layouts = _block_sizes(scratch, docs, corpus)
-            sums = _checksum_layouts(scratch)
+            sums = checksum_layouts(scratch, _upload, _fresh_cache, _stream, BATCH * (SEQ_LEN + 1) * 2)
             # The emulator without the proxy: the ceiling this machine's emulator sets, whatever the latency.
             rows.append(_measure(scratch, uri, whole, corpus, 0.0, local_rate))
             rows.append(_measure_images(scratch, images, images_uri, images_whole, 0.0, local_records))
@@ -283,51 +292,6 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
             f"{BLOCK_SIZES[0]}-byte layout's), {epoch.requests / steps:.0f} range requests a step, disk held at "
             f"most {most / (corpus // 5):.2f}x the budget | first batch {first / batch_bytes:.3f}x its bytes + "
             f"{first_index / 1e3:.1f} kB of block files"
-        )
-    return rows
-
-
-SUMS_SHARDS, SUMS_IDS, SUMS_STEPS = 4, 4 << 20, 40
-
-
-def _checksum_layouts(scratch: str) -> list[str]:
-    """Checksum bytes and requests of a first batch and of the SUMS_STEPS after it, and the checksum
-    memory the process holds then, for larger shards written with each `.blocks` layout."""
-    rng = np.random.default_rng(1)
-    docs = [np.append(rng.integers(1, 60000, 2047), 0) for _ in range(SUMS_SHARDS * SUMS_IDS // 2048)]
-    batch_bytes, rows, base = BATCH * (SEQ_LEN + 1) * 2, [], (0, 0, 0)
-    for version, budget in ((1, 0), (block_sums.BLOCKS_VERSION, 0), (block_sums.BLOCKS_VERSION, 256 << 10)):
-        name = f"sums-{version}-{budget}"
-        local = write_corpus(
-            os.path.join(scratch, name), {"train": docs}, shards=SUMS_SHARDS, block_bytes=256, blocks_version=version
-        )
-        _upload(local, f"gs://dew-bench/{name}")
-        _fresh_cache(scratch, 64 << 30)
-        os.environ[block_sums.CHECKSUM_BYTES_ENV] = str(budget or 32 << 20)
-        block_sums._CACHE = None
-        counted: list[tuple[int, int]] = []
-        with _stream(f"gs://dew-bench/{name}", read_buffer=1).train() as stream:
-            for steps in (1, SUMS_STEPS):
-                before = dataclasses.replace(ranges.FETCHED)
-                for _ in range(steps):
-                    next(stream)
-                f = ranges.FETCHED
-                counted.append(
-                    (
-                        f.index_bytes + f.sums_bytes - before.index_bytes - before.sums_bytes,
-                        f.index_reads + f.sums_reads - before.index_reads - before.sums_reads,
-                    )
-                )
-        held = sum(s.nbytes for s in ranges._SUMS.values()) + block_sums.held()[1]
-        (first, first_requests), (later, later_requests) = counted
-        base = (first, later, held) if version == 1 else base
-        label = "flat (v1)" if version == 1 else f"two-level (v2), {(budget or 32 << 20) >> 10} KiB budget"
-        rows.append(
-            f"{label}: first batch {first / 1e3:.1f} kB of checksums = {first / batch_bytes:.3f}x its windows' bytes "
-            f"({first / base[0]:.3f}x v1's), {first_requests} requests | next {SUMS_STEPS} steps "
-            f"{later / (SUMS_STEPS * batch_bytes):.3f}x their bytes in checksums, {later_requests} requests | "
-            f"held {held / 1e3:.1f} kB ({held / base[2]:.3f}x v1's) = {held / (SUMS_SHARDS * SUMS_IDS * 2):.4f}x "
-            "the shards touched"
         )
     return rows
 
