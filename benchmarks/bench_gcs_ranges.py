@@ -49,6 +49,7 @@ from checksum_layouts import SUMS_IDS, SUMS_SHARDS, checksum_layouts
 
 from dew.data import (
     Loading,
+    block_sums,
     blockcache,
     datasets,
     formats,
@@ -138,8 +139,14 @@ def _fresh_cache(scratch: str, budget: int) -> None:
     cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
     os.environ["DEW_CACHE_DIR"], os.environ["DEW_CACHE_BYTES"] = cache, str(budget)
     ranges._SUMS.clear()
+    block_sums._CACHE = None
     record_shards._INDEXES.clear()
     shard_cache._CHECKED.clear()
+
+
+def _index_bytes(counters: ranges.Counters) -> int:
+    """Index bytes fetched: block checksum files (their top levels, or whole) and their groups, record indexes."""
+    return counters.index_bytes + counters.sums_bytes
 
 
 def _stream(path: str, read_buffer: int = 128) -> Any:
@@ -234,11 +241,11 @@ def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, lo
         if n.endswith(".bin")
     )
     _fresh_cache(scratch, 64 << 30)
-    before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+    before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
     with _stream(uri, read_buffer=1).train() as stream:  # nothing read ahead: the first batch alone
         next(stream)
         first = ranges.FETCHED.bytes - before
-        index = ranges.FETCHED.index_bytes - index
+        index = _index_bytes(ranges.FETCHED) - index
     budget = corpus // 5
     epoch, most = _epoch(scratch, uri, corpus)
     _fresh_cache(scratch, budget)
@@ -279,16 +286,16 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
         uri = f"gs://dew-bench/blocks-{block}"
         _upload(local, uri)
         _fresh_cache(scratch, 64 << 30)
-        before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+        before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
         with _stream(uri, read_buffer=1).train() as stream:
             next(stream)
-            first, first_index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
+            first, first_index = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - index
         epoch, most = _epoch(scratch, uri, corpus)
-        total = epoch.bytes / epoch.asked + epoch.index_bytes / corpus  # per epoch of the corpus
+        total = epoch.bytes / epoch.asked + _index_bytes(epoch) / corpus  # per epoch of the corpus
         base = base or total
         rows.append(
             f"{block:>5} B: epoch, cache corpus/5: {epoch.bytes / epoch.asked:.3f}x the windows' bytes fetched + "
-            f"{epoch.index_bytes / corpus:.3f}x the corpus in block files = {total:.3f}x ({total / base:.3f}x the "
+            f"{_index_bytes(epoch) / corpus:.3f}x the corpus in block files = {total:.3f}x ({total / base:.3f}x the "
             f"{BLOCK_SIZES[0]}-byte layout's), {epoch.requests / steps:.0f} range requests a step, disk held at "
             f"most {most / (corpus // 5):.2f}x the budget | first batch {first / batch_bytes:.3f}x its bytes + "
             f"{first_index / 1e3:.1f} kB of block files"
@@ -342,9 +349,9 @@ def _measure_images(scratch: str, local: str, uri: str, whole: str, latency: flo
     cached = [os.path.join(d, n) for d, _, ns in os.walk(remote.cache_dir()) for n in ns]
     whole_first = sum(os.path.getsize(p) for p in cached if p.endswith(".array_record"))
     _fresh_cache(scratch, 64 << 30)
-    before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+    before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
     _image_records(uri).read_batch(batch)
-    first, index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
+    first, index = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - index
     budget = corpus // 5
     _fresh_cache(scratch, budget)
     before = ranges.FETCHED.bytes

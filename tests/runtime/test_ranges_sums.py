@@ -59,12 +59,12 @@ def test_a_first_batch_fetches_the_top_level_and_only_its_groups(gcs_emulator, c
 
 
 def test_the_groups_near_the_top_level_come_in_its_request(gcs_emulator, cache, tmp_path) -> None:
-    local, uri = _corpus(tmp_path, "sums-tail", groups=8)  # 8 KiB of checksums: under the gap a request spans
+    local, uri = _corpus(tmp_path, "sums-tail", groups=8)  # group 6 lies within the gap a request spans of the top
     before = _counts()
-    start = 5 * IDS_PER_GROUP + 10
+    start = 6 * IDS_PER_GROUP + 10
     np.testing.assert_array_equal(TokenBytes(uri)[start : start + 500], TokenBytes(local)[start : start + 500])
     index_reads, index_bytes, sums_reads, _ = (a - b for a, b in zip(_counts(), before, strict=True))
-    assert (index_reads, sums_reads) == (1, 0) and index_bytes == 3 * 1024 + 4 * 8, "groups 5-7 and the top level"
+    assert (index_reads, sums_reads) == (1, 0) and index_bytes == 2 * 1024 + 4 * 8, "groups 6-7 and the top level"
 
 
 def test_checksums_held_stay_under_their_budget(gcs_emulator, cache, tmp_path, monkeypatch) -> None:

@@ -36,7 +36,7 @@ CHECKSUM_BYTES_ENV = "DEW_CHECKSUM_BYTES"
 _DEFAULT_LIMIT = 32 << 20
 # Checksum bytes not needed that a request takes along rather than costing another request, and the
 # most one request asks for.
-_GAP = 16 << 10
+_GAP = 2 << 10
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
 _TOP = -1  # the cache's group number of a shard's top level
