@@ -139,7 +139,7 @@ def _fresh_cache(scratch: str, budget: int) -> None:
     cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
     os.environ["DEW_CACHE_DIR"], os.environ["DEW_CACHE_BYTES"] = cache, str(budget)
     ranges._SUMS.clear()
-    block_sums._CACHE = None
+    block_sums.forget()
     record_shards._INDEXES.clear()
     shard_cache._CHECKED.clear()
 

@@ -33,7 +33,7 @@ def checksum_layouts(
         upload(local, f"gs://dew-bench/{name}")
         fresh(scratch, 64 << 30)
         os.environ[block_sums.CHECKSUM_BYTES_ENV] = str(budget or 32 << 20)
-        block_sums._CACHE = None
+        block_sums.forget()
         counted: list[tuple[int, int]] = []
         with stream(f"gs://dew-bench/{name}", read_buffer=1).train() as batches:
             for steps in (1, SUMS_STEPS):

@@ -122,19 +122,26 @@ class _Layout:
         return 4 * group * self.per_group, 4 * min(self.count, (group + 1) * self.per_group)
 
 
+def forget() -> None:
+    """Empties this process's cache (a measure or a test that must fetch again)."""
+    global _CACHE
+    _CACHE = None
+
+
 def block_sum(shard: RangedShard, block: int) -> int:
     """The crc32c recorded for a block of a version 2 shard, its group fetched and checked if not held."""
-    layout = _Layout(shard)
-    group = block // layout.per_group
+    per_group = group_blocks(shard.block_bytes)
+    group = block // per_group
     sums = cache().get((shard.key, group))
-    if sums is None:
+    if sums is None:  # evicted since the read's prepare, or a caller that did not prepare
+        layout = _Layout(shard)
         top = _top(layout, {group})
         sums = cache().get((shard.key, group))
         if sums is None:
             _fetch(layout, top, [(group, group)])
             sums = cache().get((shard.key, group))
         assert sums is not None
-    return int(sums[block - group * layout.per_group])
+    return int(sums[block - group * per_group])
 
 
 PoolMap = Callable[[Callable[[Any], Any], Iterable[Any]], list[Any]]  # [work(item) for item in items], in a pool
