@@ -114,3 +114,14 @@ def test_a_corpus_of_the_flat_layout_reads_as_before(gcs_emulator, cache, tmp_pa
     index_reads, index_bytes, sums_reads, _ = (a - b for a, b in zip(_counts(), before, strict=True))
     assert (index_reads, index_bytes, sums_reads) == (1, 4 * 16 * 256, 0), "read whole, once"
     assert block_sums.held() == held, "and kept where it always was"
+
+
+def test_a_blocks_file_cut_short_is_refused_naming_the_shard(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    local, uri = _corpus(tmp_path, "sums-short", groups=32)
+    with open(os.path.join(local, NAME + formats.BLOCKS_SUFFIX), "rb") as f:
+        flat = f.read()[: 4 * 32 * 256]  # the checksums without their top level: a flat file under version 2
+    with remote._filesystem().open(f"{uri}/{NAME}{formats.BLOCKS_SUFFIX}", "wb") as f:
+        f.write(flat)
+    with pytest.raises((formats.DamagedError, OSError), match=rf"{NAME}\.blocks"):
+        TokenBytes(uri)[0:10]

@@ -202,6 +202,8 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
 
     def attempt() -> np.ndarray:
         body = _get_range(layout.uri, lo, hi)
+        if len(body) != hi - lo:  # a cut-off body, or a .blocks shorter than its shard's checksums
+            return _damaged(failures, f"{layout.uri}: bytes {lo}-{hi - 1} answered with {len(body)} of {hi - lo}")
         if top is None:
             ranges.FETCHED.add(index_reads=1, index_bytes=len(body))
         else:
@@ -232,7 +234,7 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
 
 
 def _get_range(uri: str, lo: int, hi: int) -> bytes:
-    """Bytes [lo, hi) of an object by one Range request; a short or cut-off body is transient."""
+    """Bytes [lo, hi) of an object by one Range request (fewer where the object or the body is short)."""
     import requests
 
     if hi <= lo:
@@ -243,8 +245,6 @@ def _get_range(uri: str, lo: int, hi: int) -> bytes:
             body = b"".join(response.iter_content(1 << 20))
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
             raise remote._Transient(f"body cut off: {error}") from error
-    if len(body) != hi - lo:
-        raise remote._Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
     return body
 
 
