@@ -59,7 +59,7 @@ from dew.data import (
     remote,
     shard_cache,
 )
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
 
@@ -69,9 +69,9 @@ BANDWIDTH = 200e6  # bytes/s, every request together
 STEADY_STEPS = 40
 
 
-def _image_records(directory: str) -> image_shards.ImageRecords:
+def _image_records(directory: str) -> image_records.ImageRecords:
     """The train split's records of a committed images directory, local or gs://."""
-    return image_shards.committed(formats.read_meta(directory, kind="images"), directory, "train")
+    return image_records.committed(formats.read_meta(directory, kind="images"), directory, "train")
 
 
 def _announce(server: Any, port_file: str, stop: Event) -> None:

@@ -16,7 +16,11 @@ every body together at BANDWIDTH bytes/s.
   over an epoch in random order with DEPTH batches read at once (a stand-in for a worker's read
   threads), against the same epoch read from local disk.
 Each row starts from an empty cache large enough that nothing is evicted: every window is fetched.
-Run: .venv/bin/python benchmarks/bench_gcs_steady.py   (about seven minutes)
+Each row also gives the client's CPU a range request: this process's CPU time (every thread; the
+servers run in processes of their own) over the steady steps, divided by the range requests they made.
+Run: .venv/bin/python benchmarks/bench_gcs_steady.py   (about seven minutes; --quick: one
+DEW_GCS_REQUESTS (32), one read-ahead (4) and one depth (4) at each latency, 1 and 32 clients for the
+ceilings, about two minutes)
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from bench_gcs_cache import _free_port, _serve
 from bench_gcs_ranges import _announce, _image_corpus, _proxy, _read_when_written, _upload, _wait
 
 from dew.data import Loading, block_sums, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from tests.runtime.token_support import write_corpus
 
 BASELINE = "the same corpus read from local disk, in the same run"
@@ -104,33 +108,39 @@ def _setting(scratch: str, endpoint: str | None, in_flight: int) -> None:
     shard_cache._CHECKED.clear()
 
 
-def _tokens(path: str, ahead: int) -> tuple[float, float]:
-    """(tokens/s, range requests/s) over the steps after the read-ahead filled."""
+def _tokens(path: str, ahead: int) -> tuple[float, float, float]:
+    """(tokens/s, range requests/s, client CPU µs a range request) over the steps after the read-ahead filled."""
     loading = Loading(workers=0, read_buffer=ahead * BATCH)
     data = datasets.TokenWindows(path=path, seq_len=SEQ_LEN, val_batches=None, loading=loading)
     steps = max(40, ahead)
     with data.load(batch=BATCH).train() as stream:
         for _ in range(3 + ahead):
             next(stream)
-        start, requests = time.perf_counter(), ranges.FETCHED.requests
+        start, cpu, requests = time.perf_counter(), time.process_time(), ranges.FETCHED.requests
         for _ in range(steps):
             next(stream)
-        seconds = time.perf_counter() - start
-    return steps * BATCH * (SEQ_LEN + 1) / seconds, (ranges.FETCHED.requests - requests) / seconds
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    requests = ranges.FETCHED.requests - requests
+    return steps * BATCH * (SEQ_LEN + 1) / seconds, requests / seconds, _per_request(cpu, requests)
 
 
-def _images(path: str, depth: int) -> tuple[float, float]:
-    """(records/s, range requests/s) over one epoch in random order, `depth` batches read at once,
-    after each shard's first record (its index and open ranges) was read."""
-    records = image_shards.committed(formats.read_meta(path, kind="images"), path, "train")
+def _per_request(cpu: float, requests: int) -> float:
+    return cpu / requests * 1e6 if requests else float("nan")
+
+
+def _images(path: str, depth: int) -> tuple[float, float, float]:
+    """(records/s, range requests/s, client CPU µs a range request) over one epoch in random order,
+    `depth` batches read at once, after each shard's first record (its index and open ranges) was read."""
+    records = image_records.committed(formats.read_meta(path, kind="images"), path, "train")
     records.read_batch(np.arange(0, len(records), IMAGE_RECORDS))
     batches = np.array_split(np.random.default_rng(3).permutation(len(records)), len(records) // IMAGE_BATCH)
-    start, requests = time.perf_counter(), ranges.FETCHED.requests
+    start, cpu, requests = time.perf_counter(), time.process_time(), ranges.FETCHED.requests
     with concurrent.futures.ThreadPoolExecutor(depth) as pool:
         for _ in pool.map(records.read_batch, batches):
             pass
-    seconds = time.perf_counter() - start
-    return len(records) / seconds, (ranges.FETCHED.requests - requests) / seconds
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    requests = ranges.FETCHED.requests - requests
+    return len(records) / seconds, requests / seconds, _per_request(cpu, requests)
 
 
 def _start(spawn: Any, target: Any, args: tuple, port_file: str, stop: Event, children: list) -> str:
@@ -142,6 +152,9 @@ def _start(spawn: Any, target: Any, args: tuple, port_file: str, stop: Event, ch
 
 
 def main() -> None:
+    global IN_FLIGHT, AHEAD, DEPTHS, CLIENTS
+    if "--quick" in sys.argv[1:]:
+        IN_FLIGHT, AHEAD, DEPTHS, CLIENTS = (32,), (4,), (4,), (1, 32)
     print(f"baseline: {BASELINE}")
     spawn = multiprocessing.get_context("spawn")
     stop = spawn.Event()
@@ -192,12 +205,10 @@ def main() -> None:
                 for in_flight in IN_FLIGHT:
                     for ahead in AHEAD:
                         _setting(scratch, servers[latency], in_flight)
-                        rate, requests = _tokens("gs://dew-bench/tokens", ahead)
-                        tokens_rows.append((latency, in_flight, ahead, rate, requests))
+                        tokens_rows.append((latency, in_flight, ahead, *_tokens("gs://dew-bench/tokens", ahead)))
                     for depth in DEPTHS:
                         _setting(scratch, servers[latency], in_flight)
-                        rate, requests = _images("gs://dew-bench/images", depth)
-                        image_rows.append((latency, in_flight, depth, rate, requests))
+                        image_rows.append((latency, in_flight, depth, *_images("gs://dew-bench/images", depth)))
     finally:
         stop.set()
         for child in children:
@@ -213,20 +224,20 @@ def main() -> None:
     print("| --- |" + " --- |" * len(CLIENTS))
     print("\n".join(ceilings))
     print("\ntokens (TokenWindows):")
-    print("| latency | DEW_GCS_REQUESTS | steps ahead | M tokens/s | / local | range requests/s |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for latency, in_flight, ahead, rate, requests in tokens_rows:
+    print("| latency | DEW_GCS_REQUESTS | steps ahead | M tokens/s | / local | range requests/s | CPU µs/request |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for latency, in_flight, ahead, rate, requests, cpu in tokens_rows:
         print(
             f"| {latency * 1000:.0f} ms | {in_flight} | {ahead} | {rate / 1e6:.2f} | "
-            f"{rate / local_tokens:.3f}x | {requests:.0f} |"
+            f"{rate / local_tokens:.3f}x | {requests:.0f} | {cpu:.0f} |"
         )
     print("\nimages (ImageRecords.read_batch):")
-    print("| latency | DEW_GCS_REQUESTS | batches at once | records/s | / local | range requests/s |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for latency, in_flight, depth, rate, requests in image_rows:
+    print("| latency | DEW_GCS_REQUESTS | batches at once | records/s | / local | range requests/s | CPU µs/request |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for latency, in_flight, depth, rate, requests, cpu in image_rows:
         print(
             f"| {latency * 1000:.0f} ms | {in_flight} | {depth} | {rate:.0f} | {rate / local_images:.3f}x | "
-            f"{requests:.0f} |"
+            f"{requests:.0f} | {cpu:.0f} |"
         )
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from dew.data import ArrayRecordImages, ClipShards, Loading, committed, formats
 from dew.data.formats import Meta
-from dew.data.images import shards
+from dew.data.images import image_records
 from tests.runtime import image_support as support
 from tests.runtime.test_clip_shards import every_clip, write_clips
 
@@ -46,7 +46,7 @@ def killed_job(directory: Path) -> Path:
     return directory
 
 
-def every_record(records: shards.ImageRecords) -> list[dict]:
+def every_record(records: image_records.ImageRecords) -> list[dict]:
     batch = records.read_batch(np.arange(len(records)))
     return [{"image": batch["image"][i], "caption": batch["caption"][i]} for i in range(len(records))]
 
@@ -85,7 +85,7 @@ def test_a_raw_set_beside_them_still_reads_every_record_as_written(tmp_path: Pat
     killed_job(tmp_path / "killed")
     written = [support.records(3, image="jpg", caption="txt"), support.records(5, image="jpg", caption="txt")[3:]]
     support.write_raw_set(str(tmp_path / "raw"), written)
-    records = shards.raw(str(tmp_path / "raw"), shards.raw_files(str(tmp_path / "raw"), asked=False))
+    records = image_records.raw(str(tmp_path / "raw"), image_records.raw_files(str(tmp_path / "raw"), asked=False))
     flat = [r for shard in written for r in shard]
     assert every_record(records) == [{"image": r["jpg"], "caption": r["txt"].decode()} for r in flat]
 
@@ -111,7 +111,7 @@ def test_a_record_count_unlike_the_shards_own_footer_is_refused_naming_the_shard
     directory = tmp_path / "images"
     support.write_committed(str(directory), {"train": TRAIN})
     name = rewrite_records(directory, "train", 1, delta)
-    records = shards.committed(formats.read_meta(str(directory)), str(directory), "train")
+    records = image_records.committed(formats.read_meta(str(directory)), str(directory), "train")
     good = records.read_batch(np.arange(5))  # the good shard before it still reads, record for record
     assert good["image"] == [r["image"] for r in TRAIN[0]]
     assert good["caption"] == [r["caption"].decode() for r in TRAIN[0]]

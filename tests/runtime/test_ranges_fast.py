@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from dew.data import Loading, datasets, formats, ranges, record_shards, remote, shard_cache
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from tests.conftest import BUCKET
 from tests.gcs_fast import FastGCS
 from tests.gcs_faults import FaultProxy
@@ -51,7 +51,7 @@ def _tokens(uri: str) -> list[np.ndarray]:
 
 
 def _images(uri: str) -> dict[str, Any]:
-    records = image_shards.committed(formats.read_meta(uri, kind="images"), uri, "train")
+    records = image_records.committed(formats.read_meta(uri, kind="images"), uri, "train")
     return records.read_batch(np.random.default_rng(2).permutation(len(records))[:12])
 
 

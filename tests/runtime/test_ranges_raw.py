@@ -11,7 +11,7 @@ from array_record.python.array_record_module import ArrayRecordWriter
 
 from dew.data import ranges, record_footer
 from dew.data.codec import pack_dict_of_byte_arrays
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from dew.data.images.corpora import ShardSet
 from tests.conftest import BUCKET
 from tests.runtime.image_support import records
@@ -44,7 +44,7 @@ def _raw_set(tmp_path, name: str, options: list[str], each: int = 20) -> tuple[s
     return str(tmp_path / name), uri, packed
 
 
-def _open(root: str, shards: int) -> image_shards.ImageRecords:
+def _open(root: str, shards: int) -> image_records.ImageRecords:
     return ShardSet("arrayrecord2/set", shards).records(root)  # as a named corpus opens its sets
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dew.data import formats, remote, shard_cache
-from dew.data.images import shards as image_shards
+from dew.data.images import image_records
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.runtime.image_support import records, write_committed
@@ -112,7 +112,7 @@ def test_committed_image_shards_fetched_whole_stay_within_the_budget(
     _upload_directory(local, uri)
     budget = _budget(local, "train", 2.5)
     monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
-    near, far = (image_shards.committed(formats.read_meta(d, kind="images"), d, "train") for d in (local, uri))
+    near, far = (image_records.committed(formats.read_meta(d, kind="images"), d, "train") for d in (local, uri))
     order = np.random.default_rng(6).permutation(len(near))
     for batch in np.array_split(order, 10):
         got, want = far.read_batch(batch), near.read_batch(batch)

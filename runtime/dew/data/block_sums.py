@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dew.data import formats, integrity, remote
+from dew.data import formats, http_ranges, integrity, remote
 
 if TYPE_CHECKING:
     from dew.data.ranges import RangedShard
@@ -128,20 +128,24 @@ def forget() -> None:
     _CACHE = None
 
 
-def block_sum(shard: RangedShard, block: int) -> int:
-    """The crc32c recorded for a block of a version 2 shard, its group fetched and checked if not held."""
+def block_crcs(shard: RangedShard, first: int, last: int) -> list[int]:
+    """The crc32c recorded for each of blocks first..last of a version 2 shard, each group fetched and
+    checked if not held."""
     per_group = group_blocks(shard.block_bytes)
-    group = block // per_group
-    sums = cache().get((shard.key, group))
-    if sums is None:  # evicted since the read's prepare, or a caller that did not prepare
-        layout = _Layout(shard)
-        top = _top(layout, {group})
+    out: list[int] = []
+    for group in range(first // per_group, last // per_group + 1):
         sums = cache().get((shard.key, group))
-        if sums is None:
-            _fetch(layout, top, [(group, group)])
+        if sums is None:  # evicted since the read's prepare, or a caller that did not prepare
+            layout = _Layout(shard)
+            top = _top(layout, {group})
             sums = cache().get((shard.key, group))
-        assert sums is not None
-    return int(sums[block - group * per_group])
+            if sums is None:
+                _fetch(layout, top, [(group, group)])
+                sums = cache().get((shard.key, group))
+            assert sums is not None
+        base = group * per_group
+        out.extend(sums[max(first, base) - base : min(last, base + per_group - 1) - base + 1].tolist())
+    return out
 
 
 PoolMap = Callable[[Callable[[Any], Any], Iterable[Any]], list[Any]]  # [work(item) for item in items], in a pool
@@ -202,7 +206,7 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
 
     def attempt() -> np.ndarray:
         body = _get_range(layout.uri, lo, hi)
-        if len(body) != hi - lo:  # a cut-off body, or a .blocks shorter than its shard's checksums
+        if len(body) != hi - lo:  # a .blocks shorter than its shard's checksums
             return _damaged(failures, f"{layout.uri}: bytes {lo}-{hi - 1} answered with {len(body)} of {hi - lo}")
         if top is None:
             ranges.FETCHED.add(index_reads=1, index_bytes=len(body))
@@ -234,18 +238,8 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
 
 
 def _get_range(uri: str, lo: int, hi: int) -> bytes:
-    """Bytes [lo, hi) of an object by one Range request (fewer where the object or the body is short)."""
-    import requests
-
-    if hi <= lo:
-        return b""
-    url = remote._object_url(uri, media=True)
-    with remote._get(uri, url, {"alt": "media"}, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
-        try:
-            body = b"".join(response.iter_content(1 << 20))
-        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
-            raise remote._Transient(f"body cut off: {error}") from error
-    return body
+    """Bytes [lo, hi) of an object by one Range request (dew.data.http_ranges frames it exactly)."""
+    return bytes(remote.get_range(uri, http_ranges.target(uri, None), lo, hi)) if hi > lo else b""
 
 
 def _damaged(failures: list[int], message: str) -> np.ndarray:

@@ -270,9 +270,18 @@ def mirror(key: str, name: str, block_bytes: int) -> str:
 def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for block, data in blocks.items():
-            os.pwrite(fd, data, (page * page_blocks(block_bytes) + block) * block_bytes)
+    try:  # one write a run of adjacent blocks, not one a block
+        first, start = page * page_blocks(block_bytes), 0
+        run: list[bytes] = []
+        for block in sorted(blocks):
+            if run and block != start + len(run):
+                os.pwrite(fd, b"".join(run), (first + start) * block_bytes)
+                run = []
+            if not run:
+                start = block
+            run.append(blocks[block])
+        if run:
+            os.pwrite(fd, b"".join(run), (first + start) * block_bytes)
     finally:
         os.close(fd)
 

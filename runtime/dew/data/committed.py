@@ -123,6 +123,8 @@ def open_array_record(path: str, *, where: str | None = None, records: int | Non
     footer's record count checked against `records` (meta.json's) when given."""
     from array_record.python.array_record_module import ArrayRecordReader
 
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no ArrayRecord file at {where or path}")
     try:
         reader = ArrayRecordReader(path, "readahead_buffer_size:0")
         if not reader.ok():  # a footer it cannot read is not raised, only kept in its status

@@ -52,9 +52,15 @@ def committed_split(
             f"{directory}: split {split!r} is not held in .array_record shards, the only ones {reader} read by "
             f"index; rerun {writer} with --format array_record (its default) to write them"
         )
+    return shards, shard_files(directory, shards)
+
+
+def shard_files(directory: str, shards: Sequence[Shard]) -> list[str]:
+    """Each shard's file: a gs:// one where it lies (checked when a reader first opens it), a local one
+    after its size is checked (its content when a reader first opens it)."""
     if remote.is_remote(directory):
-        return shards, [os.path.join(directory, s.name) for s in shards]
-    return shards, [formats.verify_shard(directory, s) for s in shards]
+        return [os.path.join(directory, s.name) for s in shards]
+    return [formats.verify_shard(directory, s) for s in shards]
 
 
 class CommittedRecords(BatchRecords):

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import block_sums, blockcache, formats, integrity, readahead, remote
+from dew.data import block_sums, blockcache, formats, http_ranges, integrity, readahead, remote
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
@@ -127,14 +127,17 @@ class RangedShard:
             raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
         return np.frombuffer(raw, dtype=">u4").astype(np.uint32)
 
+    def block_crcs(self, first: int, last: int) -> list[int]:
+        """The crc32c recorded for each of blocks first..last: of a version 2 shard from the groups
+        dew.data.block_sums holds (fetched and checked if not), else from sums()."""
+        if self.shard.blocks_version == block_sums.BLOCKS_VERSION:
+            return block_sums.block_crcs(self, first, last)
+        return self.sums()[first : last + 1].tolist()
+
     def good(self, block: int, data: bytes) -> bool:
         if self.generation is not None:
             return len(data) == self.block_size(block)
-        if len(data) != self.block_size(block):
-            return False
-        if self.shard.blocks_version == block_sums.BLOCKS_VERSION:
-            return integrity.crc32c_value(data) == block_sums.block_sum(self, block)
-        return integrity.crc32c_value(data) == int(self.sums()[block])
+        return len(data) == self.block_size(block) and integrity.crc32c_value(data) == self.block_crcs(block, block)[0]
 
 
 def is_ranged(shard: formats.Shard) -> bool:
@@ -184,7 +187,8 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
             out.append(b"")
             continue
         first, last = lo // shard.block_bytes, (hi - 1) // shard.block_bytes
-        joined = b"".join(got[shard][b] for b in range(first, last + 1))
+        blocks_of = got[shard]  # once a request: a RangedShard hashes its whole meta.json entry
+        joined = blocks_of[first] if first == last else b"".join([blocks_of[b] for b in range(first, last + 1)])
         at = first * shard.block_bytes
         out.append(joined[lo - at : hi - at])
     return out
@@ -203,33 +207,30 @@ def _runs(shard: RangedShard, blocks: list[int]) -> list[tuple[RangedShard, int,
 
 
 def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
-    """Blocks first..last of a shard, by one Range request (retried), each checked against its crc32c."""
-    import requests
+    """Blocks first..last of a shard, by one Range request (retried), each checked against its crc32c.
 
-    lo = first * shard.block_bytes
-    hi = min(shard.shard.bytes, (last + 1) * shard.block_bytes)
-    url = remote._object_url(shard.uri, media=True)
-    params = {"alt": "media"} if shard.generation is None else {"alt": "media", "generation": shard.generation}
+    The body is exactly the range asked (dew.data.http_ranges frames it, or the attempt is retried), so
+    every block has its size; a block file's crc32c is checked for each, in one pass."""
+    size = shard.block_bytes
+    lo, hi = first * size, min(shard.shard.bytes, (last + 1) * size)
+    target = http_ranges.target(shard.uri, shard.generation)
     failures = [0]
 
     def attempt() -> dict[int, bytes]:
-        FETCHED.add(requests=1)
-        with remote._get(shard.uri, url, params, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
-            try:
-                body = b"".join(response.iter_content(1 << 20))
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
-                raise remote._Transient(f"body cut off: {error}") from error
-        FETCHED.add(bytes=len(body))
-        if len(body) != hi - lo:
-            raise remote._Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
-        blocks = {
-            b: body[(b - first) * shard.block_bytes : (b - first + 1) * shard.block_bytes]
-            for b in range(first, last + 1)
-        }
-        bad = [b for b, data in blocks.items() if not shard.good(b, data)]
+        try:
+            body = remote.get_range(shard.uri, target, lo, hi)
+        except BaseException:
+            FETCHED.add(requests=1)
+            raise
+        FETCHED.add(requests=1, bytes=len(body))
+        blocks = {first + i: bytes(body[at : at + size]) for i, at in enumerate(range(0, hi - lo, size))}
+        if shard.generation is not None:
+            return blocks  # a raw file's reader checks its bytes by the file's own hashes
+        value, sums = integrity.crc32c_value, shard.block_crcs(first, last)
+        bad = [b for (b, data), want in zip(blocks.items(), sums, strict=True) if value(data) != want]
         if bad:
             failures[0] += 1
-            message = f"{shard.uri}: block {bad[0]} (bytes from {bad[0] * shard.block_bytes}) fails its crc32c"
+            message = f"{shard.uri}: block {bad[0]} (bytes from {bad[0] * size}) fails its crc32c"
             if failures[0] >= _CRC_TRIES:
                 raise formats.DamagedError(f"{message} in {failures[0]} fetches; {remote.OVERWRITE}")
             raise remote._Transient(message)

@@ -90,6 +90,22 @@ class ShardReaders:
         shard = self.shards[file]
         return ranges.RangedShard(self.files[file], shard) if is_indexed(shard) else None
 
+    def by_range(self, file: int) -> bool:
+        """Whether file is read by range, a batch's chunks at a time, rather than opened whole."""
+        return self._ranged(file) is not None
+
+    def reader(self, file: int) -> Any:
+        """file's ArrayRecordReader, opened (and checked) on the first call: shared with this object's
+        reads, so not to be closed. One read by range reads a sparse mirror, whose unfetched chunks fail
+        their hashes: read its records through `read`."""
+        if file not in self._open:
+            self._fetch({file: np.zeros(0, dtype=np.int64)})
+        return self._reader(file).reader
+
+    def count(self, file: int) -> int:
+        """The records file holds by its own footer."""
+        return int(self.reader(file).num_records())
+
     def read(self, file_of: np.ndarray, local: np.ndarray) -> list[bytes]:
         """The records `local[i]` of files `file_of[i]`, in that order."""
         out: list[bytes] = [b""] * len(local)
@@ -99,6 +115,13 @@ class ShardReaders:
             for row, record in zip(rows.tolist(), self._read(file, local[rows]), strict=True):
                 out[row] = record
         return out
+
+    def read_range(self, file: int, lo: int, hi: int) -> list[bytes]:
+        """Records lo..hi of one file, in order, in one read: `read` without the grouping and ordering."""
+        wanted = np.arange(lo, hi, dtype=np.int64)
+        if hi > lo:
+            self._fetch({file: wanted})
+        return self._read(file, wanted, ordered=True) if hi > lo else []
 
     def _fetch(self, wanted: dict[int, np.ndarray]) -> None:
         """Brings into the block cache, in one read, the open ranges of the ranged shards among `wanted`
@@ -119,7 +142,7 @@ class ShardReaders:
     def _reader(self, file: int) -> _Open:
         held = self._open.get(file)
         if held is None:
-            ranged, records = self._ranged(file), None
+            ranged = self._ranged(file)
             path, hold = self.files[file], shard_cache.Hold()
             if ranged is not None:
                 path = _sized_mirror(ranged)
@@ -127,10 +150,9 @@ class ShardReaders:
                 path = formats.verify_shard(self.directory or "", self.shards[file], checksum=True, holder=hold)
             elif remote.is_remote(path):  # a raw file whose footer is not read here (record_footer)
                 path = shard_cache.fetch(path, holder=hold)
-            if self.shards is not None:
-                records = self.shards[file].records
             # meta.json's count placed every record of the split: the footer must agree before one is read.
-            reader = open_array_record(path, where=self.files[file], records=records)
+            recorded = None if self.shards is None else self.shards[file].records
+            reader = open_array_record(path, where=self.files[file], records=recorded)
             if ranged is None and remote.is_remote(self.files[file]):
                 # A whole cached copy stays on disk while its reader lives; the cache may ask for it back.
                 shard_cache.pin(path, reader, shard_cache.closer(self, "_let_go", file))
@@ -141,37 +163,42 @@ class ShardReaders:
         """Drops this process's reader of a whole cached file (closed once no read is using it)."""
         self._open.pop(file, None)
 
-    def _read(self, file: int, local: np.ndarray) -> list[bytes]:
-        """Records `local` of one file, in that order, in one read: a range when they are contiguous."""
-        order = np.argsort(local, kind="stable")
-        wanted = local[order]
+    def _read(self, file: int, local: np.ndarray, *, ordered: bool = False) -> list[bytes]:
+        """Records `local` of one file, in that order, in one read: a range when they are contiguous
+        (`ordered`: they are lo..hi, read as they are)."""
+        order = None if ordered else np.argsort(local, kind="stable")
+        wanted = local if order is None else local[order]
         try:
-            got = _read_sorted(self._reader(file).reader, wanted)
+            got = _read_sorted(self._reader(file).reader, wanted, ordered=ordered)
         except Exception as error:
             # Dropped, not closed: another thread may be reading through it still; the last reference closes it.
             self._open.pop(file, None)
             if self._ranged(file) is None:
+                if isinstance(error, (formats.DamagedError, FileNotFoundError)):
+                    raise  # opening it found the damage or the gap, and says which file and what to do
                 raise formats.DamagedError(
                     f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
                 ) from None
             # Read from the cache: a page may have been punched out since the fetch. Fetch and open again.
             self._fetch({file: wanted})
             try:
-                got = _read_sorted(self._reader(file).reader, wanted)
+                got = _read_sorted(self._reader(file).reader, wanted, ordered=ordered)
             except Exception as again:
                 raise formats.DamagedError(
                     f"{self.files[file]}: records {wanted.tolist()[:4]} cannot be read from the block cache even "
                     f"after a refetch ({again}); their blocks passed their crc32c, so either the shard was written "
                     f"so or DEW_CACHE_BYTES ({remote.cache_budget()}) is too small for one batch's records of a shard"
                 ) from None
+        if order is None:
+            return got
         out: list[bytes] = [b""] * len(local)
         for position, record in zip(order.tolist(), got, strict=True):
             out[position] = record
         return out
 
 
-def _read_sorted(reader: Any, wanted: np.ndarray) -> list[bytes]:
-    if int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted):
+def _read_sorted(reader: Any, wanted: np.ndarray, *, ordered: bool = False) -> list[bytes]:
+    if ordered or (int(wanted[-1]) - int(wanted[0]) + 1 == len(wanted) and len(np.unique(wanted)) == len(wanted)):
         return reader.read(int(wanted[0]), int(wanted[-1]) + 1)
     return reader.read(wanted.tolist())
 

@@ -207,6 +207,19 @@ def _read_environment_once(session: Any, endpoint: str) -> None:
         session.trust_env = False
 
 
+def get_range(uri: str, target: str, lo: int, hi: int) -> memoryview:
+    """Bytes [lo, hi) of an object, exactly, by one Range GET of `target` (dew.data.http_ranges.target)
+    on this process's pooled connections: one attempt, for _retrying; FileNotFoundError for a 404."""
+    session = _session()  # missing credentials are said first: they need no network to find
+    client = getattr(session, "dew_ranges", None)
+    if client is None:
+        from dew.data import http_ranges
+
+        reachable(uri)  # once a client: a range request is too small to pay for the check each time
+        client = session.dew_ranges = http_ranges.Client(_endpoint(), getattr(session, "credentials", None))
+    return client.get(uri, target, lo, hi)
+
+
 def requests_in_flight() -> int:
     """At most this many range requests of a process are in flight at once: $DEW_GCS_REQUESTS (32)."""
     return max(1, int(os.environ.get("DEW_GCS_REQUESTS", _DEFAULT_REQUESTS)))

@@ -7,11 +7,9 @@ import os
 from typing import Any
 
 from dew.data import formats, locations
-from dew.data.images import shards
+from dew.data.images import image_records
 from dew.data.images.base import ImageDataset, Opened
-
-# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
-from dew.data.images.shards import ImageRecords
+from dew.data.images.image_records import ImageRecords
 from dew.data.registry import datasets
 from dew.data.sections import ImagesSection
 
@@ -54,7 +52,7 @@ class ArrayRecordImages(ImageDataset):
             meta = formats.read_meta(path, kind="images")  # once: every split below reads from it
             section = meta.section
             assert isinstance(section, ImagesSection)
-            records = shards.committed(meta, path, self.split)
+            records = image_records.committed(meta, path, self.split)
             held = self.held_out_split(meta, path=path, other_than=self.split)
             tokens: dict[str, Any] = {
                 "tokenizer": section.caption_tokenizer,
@@ -62,11 +60,11 @@ class ArrayRecordImages(ImageDataset):
                 "tokenizer_length": section.caption_length,
             }
             if held is not None:
-                val = shards.committed(meta, path, held)
+                val = image_records.committed(meta, path, held)
                 return Opened(train=records, val=val, captioned=records.captioned, **tokens)
             train, val = self.held_out(records, batch, where=path)
             return Opened(train=train, val=val, captioned=records.captioned, **tokens)
-        return self.opened(shards.raw(path, shards.raw_files(path, asked=False)), batch, where=path)
+        return self.opened(image_records.raw(path, image_records.raw_files(path, asked=False)), batch, where=path)
 
     def root(self) -> str:
         """The directory this spec reads: path, which it must be given."""
@@ -76,8 +74,8 @@ class ArrayRecordImages(ImageDataset):
 
     def raw_sets(self, root: str, names: tuple[str, ...]) -> ImageRecords:
         """Raw shard sets `root/<name>/` read as one corpus: every file of each, set by set."""
-        files = [f for name in names for f in shards.raw_files(os.path.join(root, name), asked=True)]
-        return shards.raw(root, files)
+        files = [f for name in names for f in image_records.raw_files(os.path.join(root, name), asked=True)]
+        return image_records.raw(root, files)
 
     def opened(self, records: ImageRecords, batch: int, *, where: str) -> Opened:
         train, val = self.held_out(records, batch, where=where)

@@ -11,7 +11,7 @@ from dew.data import validate
 from dew.data.captions import Captions
 from dew.data.committed_records import Window
 from dew.data.dataset import Dataset
-from dew.data.images.batches import ImageOrder, Pixels
+from dew.data.images.batches import ImageOrder, ToPixels
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.stream import GlobalReader
@@ -75,10 +75,10 @@ class ImageDataset(IndexedSpec):
     def __post_init__(self) -> None:
         super().__post_init__()
         validate.fields(self, positive=("image_size",))
-        self.pixels()
+        self.to_pixels()  # refuses a bad image_size or crop_scale now, not at the first batch
 
-    def pixels(self) -> Pixels:
-        return Pixels(self.image_size, self.crop_scale, flip=self.flip, random_crop=self.random_crop)
+    def to_pixels(self) -> ToPixels:
+        return ToPixels(self.image_size, self.crop_scale, flip=self.flip, random_crop=self.random_crop)
 
     def open(self, batch: int) -> Opened:
         """The records this kind reads, with `batch` the global batch a held-out tail is cut in."""
@@ -105,7 +105,7 @@ class ImageDataset(IndexedSpec):
         return dataclasses.replace(dataset, train=train, val=val_reader)
 
     def decoded(self, order: Any, captions: Captions, *, augment: bool) -> ImageOrder:
-        return ImageOrder(order, self.pixels(), captions, seed=self.seed, augment=augment)
+        return ImageOrder(order, self.to_pixels(), captions, seed=self.seed, augment=augment)
 
     def captions(self, opened: Opened, tokenize: Tokenize | None) -> Captions:
         """Stored token ids when the records carry them and tokenize= agrees with them, else tokenize=.

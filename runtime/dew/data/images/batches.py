@@ -24,7 +24,7 @@ from dew.data.order import DecodedOrder, Order, record_rng
 
 
 @dataclasses.dataclass(frozen=True)
-class Pixels:
+class ToPixels:
     """How a stored image becomes image_size × image_size RGB: decode, scale, square, and augment.
 
     The shorter side is scaled to round(image_size × crop_scale) (INTER_AREA to shrink, LANCZOS4 to
@@ -94,8 +94,8 @@ class ImageOrder(DecodedOrder):
     its place in the data.
     """
 
-    def __init__(self, inner: Order, pixels: Pixels, captions: Captions, *, seed: int, augment: bool) -> None:
-        self.inner, self.pixels, self.captions = inner, pixels, captions
+    def __init__(self, inner: Order, to_pixels: ToPixels, captions: Captions, *, seed: int, augment: bool) -> None:
+        self.inner, self.to_pixels, self.captions = inner, to_pixels, captions
         self.seed, self.augment = seed, augment
 
     def read(self, ks: np.ndarray) -> dict[str, Any]:
@@ -105,7 +105,7 @@ class ImageOrder(DecodedOrder):
         verified = batch.pop(VERIFIED, None)
         images = batch.pop("image")
         keys = ks if self.augment else None
-        out: dict[str, Any] = {"image": self.pixels(images, where, keys, self.seed, verified)}
+        out: dict[str, Any] = {"image": self.to_pixels(images, where, keys, self.seed, verified)}
         text = self.captions.text(batch)
         for name in TEXT_FIELDS if self.captions.stored or self.captions.carried else ():
             batch.pop(name)

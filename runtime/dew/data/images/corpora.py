@@ -13,11 +13,9 @@ import dataclasses
 import os
 from typing import ClassVar
 
-from dew.data.images import shards
+from dew.data.images import image_records
 from dew.data.images.base import ImageDataset, Opened
-
-# Imported by name too: inside a class with a `shards` field, `shards.ImageRecords` would name the field.
-from dew.data.images.shards import ImageRecords
+from dew.data.images.image_records import ImageRecords
 from dew.data.mixture import Corpus
 from dew.data.registry import datasets
 
@@ -35,7 +33,7 @@ class ShardSet:
     def files(self, root: str) -> list[str]:
         """The set's shard files under `root`, refusing a root that lacks an expected shard."""
         directory = os.path.join(root, self.directory)
-        files = shards.raw_files(directory, asked=True)
+        files = image_records.raw_files(directory, asked=True)
         if self.shards is None:
             return files
         expected = [f"{i:05d}.array_record" for i in range(self.shards) if i not in self.missing]
@@ -50,7 +48,7 @@ class ShardSet:
         return [os.path.join(directory, name) for name in expected]
 
     def records(self, root: str) -> ImageRecords:
-        return shards.raw(os.path.join(root, self.directory), self.files(root))
+        return image_records.raw(os.path.join(root, self.directory), self.files(root))
 
 
 LAION12M_COCO = ShardSet("arrayrecord2/laion12m_coco", 228)
@@ -112,7 +110,7 @@ class ImageCorpus(ImageDataset):
         return Opened(corpora=corpora, val_corpora=held, captioned=True)
 
 
-def _shared_extras(sets: list[shards.ImageRecords]) -> tuple[str, ...]:
+def _shared_extras(sets: list[image_records.ImageRecords]) -> tuple[str, ...]:
     first = sets[0].fields.extras
     return tuple(name for name in first if all(name in s.fields.extras for s in sets[1:]))
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from dew.data import committed, formats, locations, ranges, remote, shard_cache
+from dew.data.committed_records import shard_files
 from dew.data.pieces import offline_pieces
-from dew.data.record_shards import is_indexed
 from dew.data.sections import TokensSection
 from dew.data.tokens.sources import TokenSource
 from dew.data.tokens.token_bytes import TokenBytes
@@ -38,32 +38,32 @@ def open_tokens(path: str, *, split: str = "train", field: str | None = None) ->
         if kind == "bin":
             return TokenBytes(path, split=split)
         tokens = meta.tokens
-        ranged, hold = None, shard_cache.Hold()
         # Records read without a field are raw ids, which the index names "".
         pieces = offline_pieces(path, meta, split, (field or "") if kind == "array_record" else field)
-        by_record = kind == "array_record" and pieces is not None and all(is_indexed(s) for s in shards)
-        if kind == "parquet" and remote.is_remote(path) and all(ranges.is_ranged(s) for s in shards):
-            # Footers and row groups read by range, every block checked (dew.data.ranges).
-            files = [os.path.join(path, s.name) for s in shards]
-            ranged = [ranges.RangedShard(f, s) for f, s in zip(files, shards, strict=True)]
-        elif by_record and remote.is_remote(path):
-            # Each read fetches its records' chunks, every block checked (dew.data.record_shards).
-            files = [os.path.join(path, s.name) for s in shards]
-        else:  # a gs:// shard without block checksums is fetched whole, and kept while the source lives
-            files = [formats.verify_shard(path, s, holder=hold) for s in shards]
-        # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
-        checked = None if remote.is_remote(path) else shards
         common: dict[str, Any] = {
             "dtype": np.dtype(tokens.dtype),
             "eos_id": tokens.eos_id,
             "vocab_size": tokens.vocab_size,
+            "pieces": pieces,
         }
+        hold = shard_cache.Hold()
         source: TokenRecords | TokenColumn
         if kind == "array_record":
-            direct = (path, shards) if by_record and remote.is_remote(path) else None
-            source = TokenRecords(files, field=field, pieces=pieces, shards=checked, by_record=direct, **common)
+            # Read as images and clips are (dew.data.record_shards): a shard is checked when first opened,
+            # a local one hashed, a gs:// one fetched whole, or by range when it carries a record index.
+            files = shard_files(path, shards)
+            source = TokenRecords(files, field=field, shards=shards, directory=path, **common)
         else:
-            source = TokenColumn(files, column=field, pieces=pieces, shards=checked, ranged=ranged, **common)
+            ranged = None
+            if remote.is_remote(path) and all(ranges.is_ranged(s) for s in shards):
+                # Footers and row groups read by range, every block checked (dew.data.ranges).
+                files = [os.path.join(path, s.name) for s in shards]
+                ranged = [ranges.RangedShard(f, s) for f, s in zip(files, shards, strict=True)]
+            else:  # a gs:// shard without block checksums is fetched whole, and kept while the source lives
+                files = [formats.verify_shard(path, s, holder=hold) for s in shards]
+            # A gs:// shard was checked as it was fetched; a local one is checked when first opened.
+            checked = None if remote.is_remote(path) else shards
+            source = TokenColumn(files, column=field, shards=checked, ranged=ranged, **common)
         _check_records(path, shards, source)
         source.hold = hold
         return source

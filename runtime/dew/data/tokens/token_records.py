@@ -11,13 +11,8 @@ import numpy as np
 from dew.data import formats
 from dew.data.codec import unpack_field
 from dew.data.pieces import PieceIndex, ends_at
-from dew.data.tokens.sources import (
-    DEFAULT_DTYPE,
-    Pieces,
-    outside,
-    refuse_id,
-    verify_files,
-)
+from dew.data.record_shards import ShardReaders
+from dew.data.tokens.sources import DEFAULT_DTYPE, Pieces, outside, refuse_id
 
 
 class TokenRecords(Pieces):
@@ -26,10 +21,11 @@ class TokenRecords(Pieces):
     A record is the ids' raw bytes, or with field set a packed dict of byte arrays holding them under
     field. pieces is the record index the preprocess job writes ahead (`<split>.pieces.npz`); without
     it, building the source reads every record once to learn the lengths. Files open on first read,
-    and spans read contiguous record ranges, ArrayRecord's fastest access. shards, meta.json's entries
-    for paths, has each file checked against its checksum when it is first opened; ids at or above
-    vocab_size are refused as they are read. With `by_record`, the committed gs:// directory whose
-    shards paths are (each with a record index), records are read by range (dew.data.record_shards).
+    and spans read contiguous record ranges, ArrayRecord's fastest access. With shards, meta.json's
+    entries for paths, the files are the committed shards of `directory` and read as images and clips
+    are (dew.data.record_shards): each is checked against meta.json when it is first opened (a local
+    one hashed, a gs:// one fetched whole, or read by range when it carries a record index); ids at or
+    above vocab_size are refused as they are read.
 
     Args:
         paths: The ArrayRecord files, in corpus order.
@@ -39,7 +35,7 @@ class TokenRecords(Pieces):
         pieces: Each record's id count, as the preprocess job writes it; None to read them now.
         shards: meta.json's entries for `paths`, to check each file against its checksum.
         vocab_size: Ids at or above it are refused; None checks none.
-        by_record: The committed gs:// directory and its shards, to read records by range.
+        directory: The committed directory `shards` are of; by default the one paths[0] lies in.
 
     Examples:
         >>> import os, tempfile
@@ -66,21 +62,19 @@ class TokenRecords(Pieces):
         pieces: PieceIndex | None = None,
         shards: Sequence[formats.Shard] | None = None,
         vocab_size: int | None = None,
-        by_record: tuple[str, Sequence[formats.Shard]] | None = None,
+        directory: str | None = None,
     ) -> None:
         self.paths, self.field, self.dtype, self.eos_id = tuple(paths), field, np.dtype(dtype), eos_id
         self.shards = None if shards is None else tuple(shards)
         self.vocab_size = vocab_size
         if not self.paths:
             raise ValueError("TokenRecords needs at least one ArrayRecord file")
-        self._by_record = None
-        if by_record is not None:
-            from dew.data.record_shards import ShardReaders
-
-            if pieces is None:
-                raise ValueError("a TokenRecords read by record needs the offline piece index")
-            self._by_record = ShardReaders(self.paths, directory=by_record[0], shards=by_record[1])
-        self._readers: dict[int, Any] = {}
+        if self.shards is not None and directory is None:
+            directory = os.path.dirname(self.paths[0])  # a committed split's shards lie side by side
+        # One reader of ArrayRecord shards for every kind (dew.data.record_shards): local, fetched whole,
+        # or read by range, a span's records in one read.
+        self.readers = ShardReaders(self.paths, directory=directory, shards=self.shards)
+        self._counted: set[int] = set()  # files whose footer was found to agree with the piece index
         self.pieces: PieceIndex | None = None
         if pieces is None:
             pieces = self.scan()
@@ -97,59 +91,36 @@ class TokenRecords(Pieces):
         """Reads every record once for its length: the index the preprocess job writes ahead."""
         lengths = []
         for file in range(len(self.paths)):
-            count, sizes = self._reader(file).num_records(), list[int]()
+            count, sizes = self.readers.count(file), list[int]()
             for lo in range(0, count, 4096):
                 sizes.extend(len(r) for r in self._read(file, lo, min(count, lo + 4096)))
             lengths.append(np.array(sizes, dtype=np.int64))
         return PieceIndex.of_lengths(lengths, field=self.field or "")
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_readers": {}}
+        return {**self.__dict__, "_counted": set()}  # the readers reopen, and are counted again, where unpickled
 
     def open_handle(self) -> list[Any]:
-        """One ArrayRecordReader per file, opened for random access."""
-        return [self._open_file(file) for file in range(len(self.paths))]
+        """One ArrayRecordReader per file, opened for random access: this source's own, not to be closed."""
+        return [self.readers.reader(file) for file in range(len(self.paths))]
 
-    def _open_file(self, file: int) -> Any:
-        from array_record.python.array_record_module import ArrayRecordReader
-
-        path = self.paths[file]
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no ArrayRecord file at {path}")
-        if self.shards is not None:
-            verify_files([path], [self.shards[file]])
-        try:
-            reader = ArrayRecordReader(path, "readahead_buffer_size:0")
-        except Exception as error:  # the C++ reader raises bare RuntimeErrors with no path
-            raise formats.DamagedError(f"{path} is not a readable ArrayRecord file: {error}") from None
-        if not reader.ok():
-            raise formats.DamagedError(f"{path} is not a readable ArrayRecord file (corrupt or truncated)")
-        if self.pieces is not None and reader.num_records() != int(self.pieces.counts[file]):
+    def _count(self, file: int) -> None:
+        """Refuses a file whose footer counts other records than the piece index says, before a read of it
+        is cut by that index."""
+        assert self.pieces is not None
+        found, indexed = self.readers.count(file), int(self.pieces.counts[file])
+        if found != indexed:
             raise ValueError(
-                f"{path} holds {reader.num_records()} records but its piece index records "
-                f"{int(self.pieces.counts[file])}; delete the index file or rerun the preprocess job"
+                f"{self.paths[file]} holds {found} records but its piece index records "
+                f"{indexed}; delete the index file or rerun the preprocess job"
             )
-        return reader
-
-    def _reader(self, file: int) -> Any:
-        reader = self._readers.get(file)
-        if reader is None:
-            reader = self._readers[file] = self._open_file(file)
-        return reader
+        self._counted.add(file)
 
     def _read(self, file: int, lo: int, hi: int) -> list[np.ndarray]:
         path = self.paths[file]
-        try:
-            if self._by_record is not None:  # its own errors name the shard
-                raw = self._by_record.read(np.full(hi - lo, file), np.arange(lo, hi))
-            else:
-                raw = self._reader(file).read(lo, hi)
-        except formats.DamagedError:
-            raise  # opening it found the damage, and says which file and what to do
-        except Exception as error:
-            raise formats.DamagedError(
-                f"{path}: records {lo}..{hi} cannot be read ({error}); the shard is corrupt"
-            ) from None
+        if self.pieces is not None and file not in self._counted:
+            self._count(file)
+        raw = self.readers.read_range(file, lo, hi)  # its errors name the shard
         decoded = [self._decode(r, path, lo + i) for i, r in enumerate(raw)]
         if self.pieces is not None and self.vocab_size is not None and decoded:  # None while scan learns lengths
             at = outside(np.concatenate(decoded), self.vocab_size)

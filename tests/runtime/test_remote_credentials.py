@@ -1,0 +1,149 @@
+"""The lean range client's credentials (dew.data.http_ranges), against a server on 127.0.0.1 that checks
+the token: a 401 refreshes the token once and asks again, a server that keeps answering 401 is one
+clear error after that one refresh (never a loop), and expired credentials are refreshed before the
+request is sent. The credentials are a small real google.auth Credentials, the interface the client
+is handed by remote._session (AuthorizedSession.credentials), whose refresh() mints the next token.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from dew.data import http_ranges
+from tests.runtime.http_support import DATA, RangeServer, partial
+
+google_credentials = pytest.importorskip("google.auth.credentials")
+
+URI = "gs://dew-test/object.bin"
+RANGE = (100, 612)
+
+
+class Tokens(google_credentials.Credentials):
+    """Credentials whose refresh() gives token "t1", then "t2", ..., each valid for an hour."""
+
+    def __init__(self, token: str | None = None, expiry: datetime.datetime | None = None) -> None:
+        super().__init__()
+        self.token, self.expiry, self.refreshes = token, expiry, 0
+
+    def refresh(self, request) -> None:
+        assert callable(request), "refresh() is handed a google.auth transport Request"
+        self.refreshes += 1
+        self.token = f"t{self.refreshes}"
+        self.expiry = _now() + datetime.timedelta(hours=1)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)  # google.auth's naive UTC
+
+
+def accepting(*tokens: str):
+    """An answer that serves the range to a request bearing one of `tokens`, and 401 to any other."""
+
+    def answer(head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+        if head.get("authorization") in {f"Bearer {t}" for t in tokens}:
+            return [partial(lo, hi)]
+        body = b'{"error": {"code": 401, "message": "Invalid Credentials"}}'
+        return [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)]
+
+    return answer
+
+
+@pytest.fixture
+def no_proxy(monkeypatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+@pytest.fixture
+def serve(no_proxy) -> Iterator:
+    servers: list[RangeServer] = []
+
+    def start(*tokens: str) -> RangeServer:
+        servers.append(RangeServer(accepting(*tokens)))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def read(server: RangeServer, credentials: Tokens) -> bytes:
+    client = http_ranges.Client(server.url, credentials)
+    return bytes(client.get(URI, http_ranges.target(URI, None), *RANGE))
+
+
+def bearers(server: RangeServer) -> list[str | None]:
+    return [request.get("authorization") for request in server.requests]
+
+
+def test_a_401_refreshes_the_token_once_and_the_read_succeeds(serve) -> None:
+    server, credentials = serve("t1"), Tokens("stale")  # no expiry: valid, as far as it knows
+    assert read(server, credentials) == DATA[slice(*RANGE)]
+    assert credentials.refreshes == 1
+    assert bearers(server) == ["Bearer stale", "Bearer t1"]
+
+
+def test_a_server_that_keeps_answering_401_is_one_error_after_one_refresh(serve) -> None:
+    server, credentials = serve(), Tokens("stale")
+    with pytest.raises(OSError, match=f"{URI}: HTTP 401 .*Invalid Credentials"):
+        read(server, credentials)
+    assert credentials.refreshes == 1, "the token was refreshed more than once for one read"
+    assert bearers(server) == ["Bearer stale", "Bearer t1"]
+
+
+def test_expired_credentials_are_refreshed_before_the_request(serve) -> None:
+    server = serve("t1")
+    credentials = Tokens("old", expiry=_now() - datetime.timedelta(minutes=1))
+    assert read(server, credentials) == DATA[slice(*RANGE)]
+    assert credentials.refreshes == 1
+    assert bearers(server) == ["Bearer t1"], "an expired token was sent"
+
+
+def test_credentials_with_no_token_yet_are_refreshed_first(serve) -> None:
+    server, credentials = serve("t1"), Tokens()
+    assert read(server, credentials) == DATA[slice(*RANGE)]
+    assert bearers(server) == ["Bearer t1"]
+
+
+def test_a_token_that_expires_between_reads_is_refreshed_and_the_connection_kept(serve) -> None:
+    server, credentials = serve("t1", "t2"), Tokens()
+    client = http_ranges.Client(server.url, credentials)
+    target = http_ranges.target(URI, None)
+    assert bytes(client.get(URI, target, *RANGE)) == DATA[slice(*RANGE)]
+    credentials.expiry = _now() - datetime.timedelta(seconds=1)
+    assert bytes(client.get(URI, target, *RANGE)) == DATA[slice(*RANGE)]
+    assert credentials.refreshes == 2
+    assert bearers(server) == ["Bearer t1", "Bearer t2"]
+    assert server.connections == 1
+
+
+def test_reads_that_meet_a_401_together_refresh_the_token_once(serve) -> None:
+    """Many range requests are in flight at once (dew.data.ranges): when the token they all bore is
+    refused, one refresh serves them all, not one a request (each a call to the token endpoint)."""
+    readers = 8
+    together = threading.Barrier(readers, timeout=10)
+    refused = accepting("t1")
+
+    def answer(head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+        if head.get("authorization") == "Bearer stale":
+            together.wait()  # every reader's request was sent with the old token before any is answered
+        return refused(head, lo, hi)
+
+    server = RangeServer(answer)
+    credentials = Tokens("stale")
+    client = http_ranges.Client(server.url, credentials)
+    target = http_ranges.target(URI, None)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(readers) as pool:
+            got = list(pool.map(lambda _: bytes(client.get(URI, target, *RANGE)), range(readers)))
+    finally:
+        server.stop()
+    assert got == [DATA[slice(*RANGE)]] * readers
+    assert credentials.refreshes == 1, "each reader refused refreshed the token again"
+    assert sorted(bearers(server)) == ["Bearer stale"] * readers + ["Bearer t1"] * readers

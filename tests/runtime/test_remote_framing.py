@@ -1,0 +1,163 @@
+"""A range answer that carries more bytes than asked never hands a later read on the same pool the wrong
+bytes: the lean client (dew.data.http_ranges) closes such a connection instead of pooling it.
+
+The server here (tests/runtime/http_support) is a few lines of sockets on 127.0.0.1, over plain TCP and
+over TLS, so that it can break HTTP framing as no real server library would: after the body of the first
+answer it sends a whole forged answer to the range the test asks next. A client that reused that
+connection would read the forgery as its own answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from typing import Literal
+
+import pytest
+
+from dew.data import http_ranges, remote
+from tests.runtime import http_support
+from tests.runtime.http_support import DATA, RangeServer, partial
+
+pytest.importorskip("google.cloud.storage")
+
+URI = "gs://dew-test/object.bin"
+FIRST, SECOND = (100, 612), (5000, 5512)
+Mode = Literal["same write", "later write", "longer length"]
+
+
+class _Breaker:
+    """An answer to range GETs of DATA whose first answer breaks its framing as `mode` says."""
+
+    def __init__(self, mode: Mode) -> None:
+        self.mode, self.broke = mode, threading.Event()
+
+    def __call__(self, head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+        if self.broke.is_set():
+            return [partial(lo, hi)]
+        self.broke.set()
+        forged = partial(*SECOND, body=b"X" * (SECOND[1] - SECOND[0]))
+        if self.mode == "same write":
+            return [partial(lo, hi) + forged]
+        if self.mode == "later write":
+            return [partial(lo, hi), forged]
+        # a Content-Length longer than the range, the forgery inside the body it promises
+        return [partial(lo, hi, body=DATA[lo:hi] + forged, length=hi - lo + len(forged))]
+
+
+@pytest.fixture(params=[(m, s) for s in ("http", "https") for m in ("same write", "later write", "longer length")])
+def server(request, monkeypatch, tmp_path) -> Iterator[RangeServer]:
+    mode, scheme = request.param
+    context = None
+    if scheme == "https":  # the TLS layer buffers records of its own: framing must hold over it too
+        trustme = pytest.importorskip("trustme")
+        ca = trustme.CA()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca.issue_cert("127.0.0.1").configure_cert(context)
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "ca.pem"))
+    served = RangeServer(_Breaker(mode), context)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", served.url)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(remote, "_SESSION", None)
+    try:
+        yield served
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _read(lo: int, hi: int) -> bytes:
+    target = http_ranges.target(URI, None)
+    return bytes(remote._retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
+
+
+def test_bytes_past_a_range_answer_never_reach_the_next_read_on_the_pool(server) -> None:
+    assert _read(*FIRST) == DATA[slice(*FIRST)]
+    assert server.written.wait(10)  # the forged answer was sent before the next read is asked
+    assert _read(*SECOND) == DATA[slice(*SECOND)]
+    assert server.connections >= 2, "the connection that carried the extra bytes was not used again"
+
+
+def test_a_range_answer_names_the_range_it_holds(monkeypatch) -> None:
+    """An answer framed right but for another range (Content-Range) is not taken for the one asked."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    answers = [partial(*SECOND), partial(*FIRST)]  # the wrong range first, then the right one
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while answers:
+                connection, _ = listener.accept()
+                with connection:
+                    connection.settimeout(10)
+                    asked = b""
+                    while b"\r\n\r\n" not in asked:
+                        chunk = connection.recv(4096)
+                        if not chunk:
+                            break  # dew.data.reach's probe: a connection that asks nothing
+                        asked += chunk
+                    else:
+                        connection.sendall(answers.pop(0))
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    monkeypatch.setattr(remote, "_SESSION", None)
+    try:
+        assert _read(*FIRST) == DATA[slice(*FIRST)]
+        assert not answers, "the wrong range was refused and asked again"
+    finally:
+        listener.close()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _whole(head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+    """A server that ignores Range and answers every GET with the whole object."""
+    return [f"HTTP/1.1 200 OK\r\nContent-Length: {len(DATA)}\r\n\r\n".encode() + DATA]
+
+
+def _plain_server(monkeypatch, answer) -> RangeServer:
+    served = RangeServer(answer)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", served.url)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(remote, "_SESSION", None)
+    return served
+
+
+def test_a_whole_object_answer_is_taken_only_for_a_range_that_is_the_whole_object(monkeypatch) -> None:
+    served = _plain_server(monkeypatch, _whole)
+    try:
+        assert _read(0, len(DATA)) == DATA
+        with pytest.raises(OSError, match=r"bytes 100-611, the server answered the whole object \(HTTP 200\)"):
+            _read(*FIRST)
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def test_pooled_connections_are_checked_past_descriptor_1023(monkeypatch) -> None:
+    """select() cannot watch a descriptor above 1023, and a trainer holds many files open: a pooled
+    connection's check for stray bytes must work there too."""
+    served = _plain_server(monkeypatch, http_support.honest)
+    held = []
+    try:
+        with open(os.devnull, "rb") as devnull:
+            while devnull.fileno() + len(held) < 1100:
+                held.append(os.dup(devnull.fileno()))
+        assert _read(*FIRST) == DATA[slice(*FIRST)]
+        assert _read(*SECOND) == DATA[slice(*SECOND)]  # on the pooled connection, above 1023
+        assert served.connections == 1
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)

@@ -1,0 +1,143 @@
+"""The lean range client (dew.data.http_ranges) over https, for real: a TLS server on 127.0.0.1 whose
+certificate a throwaway CA signed (trustme), found through REQUESTS_CA_BUNDLE as requests would, and the
+same server reached through a proxy by CONNECT (https_proxy, NO_PROXY). Reads return the exact bytes;
+a certificate that does not verify is one clear error, at once, never data and never a retry loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import ssl
+from collections.abc import Iterator
+
+import pytest
+
+from dew.data import http_ranges, remote
+from tests.runtime.http_support import DATA, ConnectProxy, RangeServer
+
+pytest.importorskip("google.cloud.storage")
+trustme = pytest.importorskip("trustme")
+
+URI = "gs://dew-test/object.bin"
+FIRST, SECOND = (100, 612), (5000, 5512)
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def server_context(ca, *names: str) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(*(names or ("127.0.0.1",))).configure_cert(context)
+    return context
+
+
+def bundle(ca, tmp_path, name: str = "ca.pem") -> str:
+    path = tmp_path / name
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+@pytest.fixture
+def environment(monkeypatch) -> Iterator[pytest.MonkeyPatch]:
+    """No proxy, CA bundle or session of the machine's own: each test says the ones it reads under."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    monkeypatch.setattr(remote, "_SESSION", None)
+    yield monkeypatch
+    monkeypatch.setattr(remote, "_SESSION", None)
+
+
+@pytest.fixture
+def ca():
+    return trustme.CA()
+
+
+@pytest.fixture
+def server(ca, environment) -> Iterator[RangeServer]:
+    served = RangeServer(context=server_context(ca))
+    environment.setenv("STORAGE_EMULATOR_HOST", served.url)
+    yield served
+    served.stop()
+
+
+def read(lo: int, hi: int) -> bytes:
+    target = http_ranges.target(URI, None)
+    return bytes(remote._retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
+
+
+def test_https_reads_are_exact_on_one_kept_alive_connection(server, environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    assert read(*FIRST) == DATA[slice(*FIRST)]
+    assert read(*SECOND) == DATA[slice(*SECOND)]
+    assert read(0, len(DATA)) == DATA
+    assert server.connections == 1, "a TLS connection was not pooled and used again"
+    assert all(r["request-line"].startswith("GET /download/storage/v1/b/") for r in server.requests)
+
+
+def test_curl_ca_bundle_is_read_when_requests_ca_bundle_is_not(server, environment, ca, tmp_path) -> None:
+    environment.setenv("CURL_CA_BUNDLE", bundle(ca, tmp_path))
+    assert read(*FIRST) == DATA[slice(*FIRST)]
+
+
+@pytest.mark.parametrize("trust", ["certifi", "another CA", "another name"])
+def test_a_certificate_that_does_not_verify_is_one_clear_error(trust, ca, environment, tmp_path) -> None:
+    names = ("storage.example",) if trust == "another name" else ("127.0.0.1",)
+    served = RangeServer(context=server_context(ca, *names))
+    environment.setenv("STORAGE_EMULATOR_HOST", served.url)
+    if trust == "another CA":
+        environment.setenv("REQUESTS_CA_BUNDLE", bundle(trustme.CA(), tmp_path, "other.pem"))
+    elif trust == "another name":
+        environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    try:
+        with pytest.raises(OSError, match="certificate") as raised:
+            read(*FIRST)
+        assert "REQUESTS_CA_BUNDLE" in str(raised.value) and URI in str(raised.value)
+        # Raised by the first attempt itself, not by _retrying once its budget ran out.
+        assert isinstance(raised.value.__cause__, ssl.SSLCertVerificationError)
+        assert "attempts" not in str(raised.value), "a certificate that failed was tried again"
+        assert served.requests == [], "a request was sent on a connection whose certificate failed"
+    finally:
+        served.stop()
+
+
+def test_an_unreadable_ca_bundle_is_named(server, environment, tmp_path) -> None:
+    (tmp_path / "empty.pem").write_text("no certificate here\n")
+    for path in (tmp_path / "missing.pem", tmp_path / "empty.pem"):
+        environment.setenv("REQUESTS_CA_BUNDLE", str(path))
+        environment.setattr(remote, "_SESSION", None)
+        with pytest.raises(OSError, match=f"the CA bundle {path} .*unreadable"):
+            read(*FIRST)
+    assert server.requests == []
+
+
+def test_https_through_a_proxy_goes_by_connect(server, environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    proxy = ConnectProxy()
+    host, port = proxy.url.removeprefix("http://").split(":")
+    environment.setenv("https_proxy", f"http://dew%20user:p%40ss@{host}:{port}")
+    try:
+        assert read(*FIRST) == DATA[slice(*FIRST)]
+        assert read(*SECOND) == DATA[slice(*SECOND)]
+        assert [head[0] for head in proxy.connects] == [f"CONNECT 127.0.0.1:{server.port} HTTP/1.0"]
+        credentials = base64.b64encode(b"dew user:p@ss").decode()
+        assert f"Proxy-Authorization: Basic {credentials}" in proxy.connects[0][1:]
+        assert server.connections == 1
+        # The origin saw the request as a direct one: no absolute URI, no proxy credentials.
+        assert all(r["request-line"].startswith("GET /") and "proxy-authorization" not in r for r in server.requests)
+    finally:
+        proxy.stop()
+
+
+def test_no_proxy_bypasses_the_proxy_for_https(server, environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    proxy = ConnectProxy()
+    environment.setenv("https_proxy", proxy.url)
+    environment.setenv("no_proxy", "127.0.0.1")
+    try:
+        assert read(*FIRST) == DATA[slice(*FIRST)]
+        assert proxy.connects == []
+        assert server.connections == 1
+    finally:
+        proxy.stop()
