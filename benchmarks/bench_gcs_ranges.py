@@ -19,6 +19,10 @@ Block sizes: the same token documents written with block checksums of 4096 bytes
 .bin shards took integrity.TOKEN_BLOCK_BYTES, and the baseline of these rows) and of 512, 256 and 128,
 each read through the emulator directly: the epoch with a cache of corpus / 5 (bytes fetched against
 the corpus, block files included and not, range requests a step, most disk held) and the first batch.
+Checksum layouts: larger .bin shards (8 MiB, 256-byte blocks) written with the flat .blocks (version 1,
+the baseline of these rows) and the two-level one (block_sums.BLOCKS_VERSION, at the default
+$DEW_CHECKSUM_BYTES and at 256 KiB): checksum bytes and requests of a first batch and of the steps after
+it, and the checksum memory the process holds then.
 Run: .venv/bin/python benchmarks/bench_gcs_ranges.py   (about a minute and a half)
 """
 
@@ -41,8 +45,20 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_gcs_cache import _free_port, _serve
+from checksum_layouts import SUMS_IDS, SUMS_SHARDS, checksum_layouts
 
-from dew.data import Loading, blockcache, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
+from dew.data import (
+    Loading,
+    block_sums,
+    blockcache,
+    datasets,
+    formats,
+    integrity,
+    ranges,
+    record_shards,
+    remote,
+    shard_cache,
+)
 from dew.data.images import image_records
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
@@ -104,7 +120,12 @@ def _upload(local: str, uri: str, *, drop_blocks: bool = False) -> None:
             meta = formats.Meta.from_json(json.loads(data))
             for shards in meta.splits.values():
                 for shard in shards:
-                    for field, empty in (("block_bytes", 0), ("blocks_crc32c", ""), ("index_version", 0)):
+                    for field, empty in (
+                        ("block_bytes", 0),
+                        ("blocks_crc32c", ""),
+                        ("blocks_version", 0),
+                        ("index_version", 0),
+                    ):
                         object.__setattr__(shard, field, empty)
                     object.__setattr__(shard, "index_crc32c", "")
             data = json.dumps(meta.to_json()).encode()
@@ -118,8 +139,14 @@ def _fresh_cache(scratch: str, budget: int) -> None:
     cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
     os.environ["DEW_CACHE_DIR"], os.environ["DEW_CACHE_BYTES"] = cache, str(budget)
     ranges._SUMS.clear()
+    block_sums.forget()
     record_shards._INDEXES.clear()
     shard_cache._CHECKED.clear()
+
+
+def _index_bytes(counters: ranges.Counters) -> int:
+    """Index bytes fetched: block checksum files (their top levels, or whole) and their groups, record indexes."""
+    return counters.index_bytes + counters.sums_bytes
 
 
 def _stream(path: str, read_buffer: int = 128) -> Any:
@@ -154,7 +181,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as scratch:
             rng = np.random.default_rng(0)
-            docs = [rng.integers(1, 60000, rng.integers(200, 1000)) for _ in range(DOCS)]
+            docs = [np.append(rng.integers(1, 60000, rng.integers(200, 1000)), 0) for _ in range(DOCS)]  # eos-closed
             block = integrity.TOKEN_BLOCK_BYTES
             local = write_corpus(os.path.join(scratch, "corpus"), {"train": docs}, shards=SHARDS, block_bytes=block)
             corpus = sum(s.bytes for s in formats.read_meta(local).shards("train"))
@@ -168,6 +195,7 @@ def main() -> None:
             _upload(images, images_whole, drop_blocks=True)
             local_records = _image_epoch(images)[0]
             layouts = _block_sizes(scratch, docs, corpus)
+            sums = checksum_layouts(scratch, _upload, _fresh_cache, _stream, BATCH * (SEQ_LEN + 1) * 2)
             # The emulator without the proxy: the ceiling this machine's emulator sets, whatever the latency.
             rows.append(_measure(scratch, uri, whole, corpus, 0.0, local_rate))
             rows.append(_measure_images(scratch, images, images_uri, images_whole, 0.0, local_records))
@@ -193,6 +221,12 @@ def main() -> None:
     print(f"block sizes (direct; the ratios against {BLOCK_SIZES[0]}-byte blocks, the baseline of these rows):")
     for row in layouts:
         print(row)
+    print(
+        f"checksum layouts (direct; {SUMS_SHARDS} .bin shards of {SUMS_IDS * 2 >> 20} MiB, 256-byte blocks; baseline:"
+    )
+    print("the flat layout, version 1, in the same run; first batch, then the next steps, one process):")
+    for row in sums:
+        print(row)
 
 
 def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, local_rate: float) -> str:
@@ -207,11 +241,11 @@ def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, lo
         if n.endswith(".bin")
     )
     _fresh_cache(scratch, 64 << 30)
-    before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+    before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
     with _stream(uri, read_buffer=1).train() as stream:  # nothing read ahead: the first batch alone
         next(stream)
         first = ranges.FETCHED.bytes - before
-        index = ranges.FETCHED.index_bytes - index
+        index = _index_bytes(ranges.FETCHED) - index
     budget = corpus // 5
     epoch, most = _epoch(scratch, uri, corpus)
     _fresh_cache(scratch, budget)
@@ -252,16 +286,16 @@ def _block_sizes(scratch: str, docs: list[np.ndarray], corpus: int) -> list[str]
         uri = f"gs://dew-bench/blocks-{block}"
         _upload(local, uri)
         _fresh_cache(scratch, 64 << 30)
-        before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+        before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
         with _stream(uri, read_buffer=1).train() as stream:
             next(stream)
-            first, first_index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
+            first, first_index = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - index
         epoch, most = _epoch(scratch, uri, corpus)
-        total = epoch.bytes / epoch.asked + epoch.index_bytes / corpus  # per epoch of the corpus
+        total = epoch.bytes / epoch.asked + _index_bytes(epoch) / corpus  # per epoch of the corpus
         base = base or total
         rows.append(
             f"{block:>5} B: epoch, cache corpus/5: {epoch.bytes / epoch.asked:.3f}x the windows' bytes fetched + "
-            f"{epoch.index_bytes / corpus:.3f}x the corpus in block files = {total:.3f}x ({total / base:.3f}x the "
+            f"{_index_bytes(epoch) / corpus:.3f}x the corpus in block files = {total:.3f}x ({total / base:.3f}x the "
             f"{BLOCK_SIZES[0]}-byte layout's), {epoch.requests / steps:.0f} range requests a step, disk held at "
             f"most {most / (corpus // 5):.2f}x the budget | first batch {first / batch_bytes:.3f}x its bytes + "
             f"{first_index / 1e3:.1f} kB of block files"
@@ -315,9 +349,9 @@ def _measure_images(scratch: str, local: str, uri: str, whole: str, latency: flo
     cached = [os.path.join(d, n) for d, _, ns in os.walk(remote.cache_dir()) for n in ns]
     whole_first = sum(os.path.getsize(p) for p in cached if p.endswith(".array_record"))
     _fresh_cache(scratch, 64 << 30)
-    before, index = ranges.FETCHED.bytes, ranges.FETCHED.index_bytes
+    before, index = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
     _image_records(uri).read_batch(batch)
-    first, index = ranges.FETCHED.bytes - before, ranges.FETCHED.index_bytes - index
+    first, index = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - index
     budget = corpus // 5
     _fresh_cache(scratch, budget)
     before = ranges.FETCHED.bytes

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_gcs_cache import _free_port, _serve
 from bench_gcs_ranges import _announce, _image_corpus, _proxy, _read_when_written, _upload, _wait
 
-from dew.data import Loading, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
+from dew.data import Loading, block_sums, datasets, formats, integrity, ranges, record_shards, remote, shard_cache
 from dew.data.images import image_records
 from tests.runtime.token_support import write_corpus
 
@@ -103,6 +103,7 @@ def _setting(scratch: str, endpoint: str | None, in_flight: int) -> None:
     os.environ["DEW_CACHE_DIR"] = tempfile.mkdtemp(prefix="cache-", dir=scratch)
     os.environ["DEW_CACHE_BYTES"] = str(1 << 30)
     ranges._SUMS.clear()
+    block_sums.forget()
     record_shards._INDEXES.clear()
     shard_cache._CHECKED.clear()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dew.data import formats, integrity, packing
+from dew.data import block_sums, formats, integrity, packing
 from dew.data.text import ByteTokenizer, HFTokenizer
 from dew.pipelines import cli
 from dew.pipelines import pack as pack_job
@@ -88,7 +88,14 @@ def test_bin_array_record_and_parquet_hold_the_same_tokens(text_inputs: Path, tm
             digest = integrity.Digest(block_bytes=block)
             digest.update((tmp_path / ext / shard.name).read_bytes())
             sums = (tmp_path / ext / (shard.name + formats.BLOCKS_SUFFIX)).read_bytes()
-            assert shard.block_bytes == block and sums == digest.blocks and len(sums) == 4 * -(-shard.bytes // block)
+            assert shard.block_bytes == block and sums[: len(digest.blocks)] == digest.blocks
+            assert len(digest.blocks) == 4 * -(-shard.bytes // block)
+            # The two-level layout: the checksums, then the top level meta.json's blocks_crc32c covers.
+            assert shard.blocks_version == block_sums.BLOCKS_VERSION
+            step, flat = 4 * (65536 // block), digest.blocks  # a group: the checksums of 64 KiB of shard
+            groups = [flat[a : a + step] for a in range(0, len(flat), step)]
+            top = b"".join(integrity.crc32c_value(group).to_bytes(4, "big") for group in groups)
+            assert sums == flat + top and shard.blocks_crc32c == integrity.digest_bytes(top)
     for ext in ("array_record", "parquet"):
         for want, got in zip(streams["bin"], streams[ext], strict=True):
             np.testing.assert_array_equal(want, got)

@@ -107,9 +107,9 @@ def test_a_host_hashes_a_shard_once_and_dew_verify_0_hashes_none(tmp_path, monke
     hashed: list[str] = []
     digest = integrity.digest_file
 
-    def counted(path: str, algorithm: str) -> str:
+    def counted(path: str, algorithm: str, feed=None) -> str:  # feed: a .bin shard's document count
         hashed.append(path)
-        return digest(path, algorithm)
+        return digest(path, algorithm, feed)
 
     monkeypatch.setattr(integrity, "digest_file", counted)
     expected = read_all(directory, "bin")

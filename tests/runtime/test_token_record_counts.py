@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dew.data import formats
+from dew.data import formats, integrity
+from dew.data.tokens import bin_documents
 from dew.data.tokens.corpus import open_tokens
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.runtime.test_committed import rewrite_records
@@ -97,3 +98,35 @@ def test_an_intact_bin_corpus_reads_every_document_and_literal_eos_ids_are_allow
         np.testing.assert_array_equal(source[0 : len(source)], np.concatenate(written))
     again = TokenBytes(directory)  # the verdict is cached: a second open reads the same
     np.testing.assert_array_equal(again[0 : len(again)], np.concatenate(docs))
+
+
+def test_a_local_bin_shard_is_read_once_on_first_open_its_documents_counted_in_its_checksums_read(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("DEW_CACHE_DIR", str(tmp_path / "cache"))  # no verdict from another test
+    directory = _bin_corpus(str(tmp_path / "corpus"), "gpt2-like", 0, DOCS)
+    hashed, counted = [], []
+    digest_file, documents_of = integrity.digest_file, bin_documents.documents_of
+    monkeypatch.setattr(integrity, "digest_file", lambda *a: hashed.append(a) or digest_file(*a))
+    monkeypatch.setattr(bin_documents, "documents_of", lambda *a: counted.append(a) or documents_of(*a))
+    source = TokenBytes(directory)
+    np.testing.assert_array_equal(source[0 : len(source)], np.concatenate(DOCS))
+    assert [os.path.basename(a[0]) for a in hashed] == [s.name for s in formats.read_meta(directory).shards("train")]
+    assert all(a[2] is not None for a in hashed) and not counted, "one read a shard, for checksum and count"
+    again = TokenBytes(directory)
+    np.testing.assert_array_equal(again[0 : len(again)], np.concatenate(DOCS))
+    assert len(hashed) == 2, "both verdicts cached together: nothing read again"
+
+
+@pytest.mark.parametrize("tail", [False, True])
+def test_the_count_taken_in_chunks_is_the_readers(tail) -> None:
+    ids = np.concatenate(DOCS + ([np.array([5, 6])] if tail else [])).astype(np.uint16)
+    found = bin_documents.documents_of(ids, 0)
+    assert found == len(DOCS) + tail
+    name, raw = "train-00000-of-00001.bin", ids.tobytes()
+    shard = formats.Shard(name, found + 1, int(ids.size), len(raw), "")  # one more than it holds: refused
+    passing = bin_documents.DocumentPass(np.dtype(np.uint16), bin_documents.Counted("c", "train", shard, 0, "bpe"))
+    for at in range(0, len(raw), 7):  # chunks that split ids: the pass carries the odd byte over
+        passing.update(raw[at : at + 7])
+    with pytest.raises(formats.DamagedError, match=rf"holds {found} documents by its eos ids"):
+        passing.finish()

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dew.data import formats, integrity, record_index
+from dew.data import block_sums, formats, integrity, record_index
 from dew.data.sections import TokensSection
 
 EOS = 0
@@ -36,12 +36,14 @@ def write_corpus(
     tokenizer: str = "byte-test",
     field: str | None = None,
     block_bytes: int = 0,
+    blocks_version: int = block_sums.BLOCKS_VERSION,
 ) -> str:
     """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory.
 
     With block_bytes, each shard's block checksums too, through the writers' own Digest, and an ArrayRecord
     shard's record index through their own walk, as every dew job now writes them; without, meta.json is
-    the older format, which has neither."""
+    the older format, which has neither. blocks_version=1 writes `.blocks` the way writers did before the
+    two-level layout (dew.data.block_sums): the checksums alone, meta.json recording no blocks_version."""
     os.makedirs(directory, exist_ok=True)
     meta_splits = {}
     for split, docs in splits.items():
@@ -70,9 +72,13 @@ def write_corpus(
                 digest = integrity.Digest(block_bytes=block_bytes)
                 with open(path, "rb") as f:
                     digest.update(f.read())
+                sidecar, crc = (digest.blocks, integrity.digest_bytes(digest.blocks))
+                if blocks_version == block_sums.BLOCKS_VERSION:
+                    sidecar, crc = block_sums.sidecar(digest.blocks, block_bytes)
+                    blocks["blocks_version"] = blocks_version
                 with open(os.path.join(directory, name + formats.BLOCKS_SUFFIX), "wb") as f:
-                    f.write(digest.blocks)
-                blocks = {"block_bytes": block_bytes, "blocks_crc32c": integrity.digest_bytes(digest.blocks)}
+                    f.write(sidecar)
+                blocks.update(block_bytes=block_bytes, blocks_crc32c=crc)
                 blocks["crc32c"] = digest.crc32c
                 with open(path, "rb") as f:
                     index = record_index.index_of(f.read())  # the writers' own walk; b"" but for ArrayRecord

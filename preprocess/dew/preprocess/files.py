@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import errno
+import functools
 import hashlib
 import os
 import re
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from dew.data import committed, integrity
+from dew.data import block_sums, committed, integrity
 from dew.data.formats import BLOCKS_SUFFIX, Shard
 from dew.data.record_index import INDEX_VERSION, Walker, index_name
 
@@ -307,7 +308,7 @@ class Checksums:
 
     def shard(self, name: str, *, records: int, units: int) -> Shard:
         """The meta.json entry of the shard `name` these are the checksums of."""
-        blocks_crc32c = integrity.digest_bytes(self.blocks) if self.block_bytes else ""
+        blocks_crc32c = self.sidecar[1] if self.block_bytes else ""
         return Shard(
             name=name,
             records=records,
@@ -317,15 +318,21 @@ class Checksums:
             crc32c=self.crc32c,
             block_bytes=self.block_bytes,
             blocks_crc32c=blocks_crc32c,
+            blocks_version=block_sums.BLOCKS_VERSION if self.block_bytes else 0,
             index_version=INDEX_VERSION if self.index else 0,
             index_crc32c=integrity.digest_bytes(self.index) if self.index else "",
         )
+
+    @functools.cached_property
+    def sidecar(self) -> tuple[bytes, str]:
+        """The `.blocks` file of the two-level layout readers fetch by range, and its blocks_crc32c."""
+        return block_sums.sidecar(self.blocks, self.block_bytes)
 
     def write_blocks(self, final: str, output: str) -> None:
         """Writes the block checksums beside the shard committed (or about to be) at `final`; rewriting
         them is harmless, so a rerun that finds the shard committed writes them again."""
         if self.block_bytes:
-            write_atomic(final + BLOCKS_SUFFIX, self.blocks, output)
+            write_atomic(final + BLOCKS_SUFFIX, self.sidecar[0], output)
         if self.index:
             write_atomic(index_name(final), self.index, output)
 

@@ -68,7 +68,8 @@ class Shard:
     checksums lie beside it in `<name>.blocks` (`blocks_name`), the crc32c of each block_bytes bytes as
     big-endian uint32s, and blocks_crc32c is that file's own crc32c. A gs:// reader fetches byte ranges
     rounded out to whole blocks and checks each block before its bytes are used; a shard without them
-    is fetched and checked whole.
+    is fetched and checked whole. blocks_version (0 before the two-level layout, which writers record as 2):
+    how `.blocks` is laid out and what blocks_crc32c covers (dew.data.block_sums).
 
     index_version and index_crc32c (ArrayRecord shards of writers since the record index; 0 and ""
     before): `<name>.index` (`record_index.index_name`) gives the byte range of each record's chunk
@@ -84,13 +85,14 @@ class Shard:
     crc32c: str = ""
     block_bytes: int = 0
     blocks_crc32c: str = ""
+    blocks_version: int = 0
     index_version: int = 0
     index_crc32c: str = ""
 
     def __post_init__(self) -> None:
         if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
             raise ValueError(f"shard name {self.name!r} is not <split>-SSSSS-of-NNNNN.<ext> inside the directory")
-        for name in ("records", "units", "bytes", "block_bytes", "index_version"):
+        for name in ("records", "units", "bytes", "block_bytes", "blocks_version", "index_version"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
@@ -104,6 +106,8 @@ class Shard:
                 f"got {self.block_bytes!r} and {self.blocks_crc32c!r}"
             )
 
+        if self.blocks_version and not self.block_bytes:
+            raise ValueError(f"shard {self.name}: blocks_version comes only with block checksums")
         if bool(self.index_version) != bool(self.index_crc32c) or (self.index_version and not self.block_bytes):
             raise ValueError(
                 f"shard {self.name}: index_version and index_crc32c come together, and only with block checksums, "
@@ -116,7 +120,7 @@ class Shard:
 
     def to_json(self) -> dict[str, Any]:
         entry = dataclasses.asdict(self)
-        for name in ("crc32c", "block_bytes", "blocks_crc32c", "index_version", "index_crc32c"):
+        for name in ("crc32c", "block_bytes", "blocks_crc32c", "blocks_version", "index_version", "index_crc32c"):
             if not entry[name]:
                 del entry[name]  # as an older writer wrote it
         return entry
@@ -337,8 +341,10 @@ def verify_shard(
     checksum: bool = False,
     holder: object | None = None,
     close: Callable[[], None] | None = None,
+    also: integrity.Pass | None = None,
 ) -> str:
-    """The local path of a committed shard, after checking its size, and with `checksum` its content.
+    """The local path of a committed shard, after checking its size, and with `checksum` its content
+    (and, for a local shard, `also` in the same read: dew.data.integrity.verify_file).
 
     Readers ask for the checksum when they first open a shard: it costs a full read the first time a
     host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
@@ -352,7 +358,7 @@ def verify_shard(
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
     check_size(path, shard)
     if checksum:
-        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c)
+        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c, also=also)
     return path
 
 

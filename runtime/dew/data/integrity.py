@@ -19,7 +19,7 @@ import fcntl
 import hashlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from dew.data import remote
 
@@ -128,11 +128,14 @@ def digests(path: str) -> tuple[str, str]:
     return digest.sha256, digest.crc32c
 
 
-def digest_file(path: str, algorithm: str) -> str:
-    """One checksum of a local file: "sha256", or "crc32c" (which needs google-crc32c)."""
+def digest_file(path: str, algorithm: str, feed: Callable[[bytes], None] | None = None) -> str:
+    """One checksum of a local file: "sha256", or "crc32c" (which needs google-crc32c); `feed`, if
+    given, is handed every chunk read, in order."""
     sha256, module, crc = hashlib.sha256(), _crc32c(), 0
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
+            if feed is not None:
+                feed(block)
             if algorithm == "sha256":
                 sha256.update(block)
             else:
@@ -140,8 +143,22 @@ def digest_file(path: str, algorithm: str) -> str:
     return sha256.hexdigest() if algorithm == "sha256" else f"{crc:08x}"
 
 
-def verify_file(path: str, *, sha256: str, crc32c: str = "") -> None:
-    """Raises ValueError, naming the file and the fix, unless `path` holds the committed bytes.
+class Pass(Protocol):
+    """A check of a reader's own that rides on a local file's checksum pass, so the file is read once for
+    both: fed the file's bytes in order; `name` and `expected` join the cached verdict's key and value;
+    `finish()`, after the last byte, raises DamagedError unless the file passes, and returns `expected`."""
+
+    name: str
+    expected: str
+
+    def update(self, chunk: bytes) -> None: ...
+
+    def finish(self) -> str: ...
+
+
+def verify_file(path: str, *, sha256: str, crc32c: str = "", also: Pass | None = None) -> None:
+    """Raises ValueError, naming the file and the fix, unless `path` holds the committed bytes (and
+    passes `also`, checked in the same read and cached with it).
 
     Uses crc32c when meta.json records one and google-crc32c is installed, else sha256. A no-op with
     DEW_VERIFY=0.
@@ -151,7 +168,16 @@ def verify_file(path: str, *, sha256: str, crc32c: str = "") -> None:
     algorithm, expected = ("crc32c", crc32c) if crc32c and _crc32c() is not None else ("sha256", sha256)
     fix = "against meta.json: the shard was damaged or rewritten after the commit; rerun the preprocess job with "
     fix += "--overwrite"
-    verify_once(path, algorithm, expected, lambda: digest_file(path, algorithm), fix=fix)
+    if also is None:
+        verify_once(path, algorithm, expected, lambda: digest_file(path, algorithm), fix=fix)
+        return
+
+    def both() -> str:
+        if digest_file(path, algorithm, also.update) != expected:
+            raise remote.DamagedError(f"{path} fails its {algorithm} check {fix}")
+        return f"{expected} {also.finish()}"
+
+    verify_once(path, f"{algorithm} {also.name}", f"{expected} {also.expected}", both, fix=fix)
 
 
 def verify_once(

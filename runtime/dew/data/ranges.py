@@ -9,8 +9,11 @@ policy (429 with Retry-After, 5xx, resets, short bodies). Every block, fetched o
 against its crc32c before any of its bytes is handed out; a block that fails again after
 _CRC_TRIES fetches is damage, refused naming the shard and the block.
 
-The block checksums of a shard (`<shard>.blocks`, 4 bytes a block) are read once per process when it
-first reads that shard, checked against meta.json's blocks_crc32c: the one index read per shard.
+The block checksums of a shard (`<shard>.blocks`, 4 bytes a block) of the two-level layout (version 2,
+dew.data.block_sums) are read by range: its top level once per process while a bounded cache holds it
+(the one index read per shard), then the groups of checksums covering the blocks a read needs. Those of
+a corpus written before it (version 1) are read whole once per process when it first reads that shard,
+checked against meta.json's blocks_crc32c, and kept.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import blockcache, formats, http_ranges, integrity, readahead, remote
+from dew.data import block_sums, blockcache, formats, http_ranges, integrity, readahead, remote
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
@@ -41,14 +44,18 @@ _SUMS_LOCKS: dict[tuple[int, str], threading.Lock] = {}
 @dataclasses.dataclass
 class Counters:
     """What this process asked of object storage through range reads: requests and body bytes, and the
-    block checksum files read; `asked` is the bytes callers asked `read` for (cached or not), which
-    `bytes` exceeds by the blocks' rounding and falls short of by what the cache held."""
+    index reads (block checksum files whole, or their top levels; record indexes, footers); `asked` is
+    the bytes callers asked `read` for (cached or not), which `bytes` exceeds by the blocks' rounding and
+    falls short of by what the cache held; `sums_reads` and `sums_bytes` the requests for groups of
+    block checksums (version 2 `.blocks`) beyond a top level's read, and their bytes."""
 
     requests: int = 0
     bytes: int = 0
     asked: int = 0
     index_reads: int = 0
     index_bytes: int = 0
+    sums_reads: int = 0
+    sums_bytes: int = 0
 
     def add(self, **counts: int) -> None:
         with _LOCK:
@@ -96,7 +103,7 @@ class RangedShard:
         return min(self.block_bytes, self.shard.bytes - block * self.block_bytes)
 
     def sums(self) -> np.ndarray:
-        """The shard's block checksums, read once per process and checked against meta.json."""
+        """A version 1 shard's block checksums, read once per process and checked against meta.json."""
         sums = _SUMS.get(self.key)
         if sums is not None:
             return sums
@@ -120,17 +127,26 @@ class RangedShard:
             raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
         return np.frombuffer(raw, dtype=">u4").astype(np.uint32)
 
+    def block_crcs(self, first: int, last: int) -> list[int]:
+        """The crc32c recorded for each of blocks first..last: of a version 2 shard from the groups
+        dew.data.block_sums holds (fetched and checked if not), else from sums()."""
+        if self.shard.blocks_version == block_sums.BLOCKS_VERSION:
+            return block_sums.block_crcs(self, first, last)
+        return self.sums()[first : last + 1].tolist()
+
     def good(self, block: int, data: bytes) -> bool:
         if self.generation is not None:
             return len(data) == self.block_size(block)
-        return len(data) == self.block_size(block) and integrity.crc32c_value(data) == int(self.sums()[block])
+        return len(data) == self.block_size(block) and integrity.crc32c_value(data) == self.block_crcs(block, block)[0]
 
 
 def is_ranged(shard: formats.Shard) -> bool:
     """Whether a shard is read by range: its writer recorded block checksums, google-crc32c (which checks
-    them) is installed, and $DEW_GCS_RANGES is not 0 (which fetches every shard whole, as before)."""
+    them) is installed, they are of a layout this dew knows, and $DEW_GCS_RANGES is not 0 (which fetches
+    every shard whole, as before)."""
     wanted = os.environ.get("DEW_GCS_RANGES", "1").strip().lower() not in ("0", "false", "no", "off")
-    return wanted and bool(shard.block_bytes) and integrity.has_crc32c()
+    known = shard.blocks_version in (0, block_sums.BLOCKS_VERSION)
+    return wanted and bool(shard.block_bytes) and known and integrity.has_crc32c()
 
 
 def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
@@ -142,9 +158,12 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
             raise IndexError(f"{shard.uri}: bytes {lo}..{hi} are outside its {shard.shard.bytes}")
         if hi > lo:
             need.setdefault(shard, set()).update(range(lo // shard.block_bytes, (hi - 1) // shard.block_bytes + 1))
-    unknown = [s for s in need if s.key not in _SUMS and s.generation is None]
+    checked = [s for s in need if s.generation is None]
+    grouped = [(s, need[s]) for s in checked if s.shard.blocks_version == block_sums.BLOCKS_VERSION]
+    unknown = [s for s in checked if s.key not in _SUMS and s.shard.blocks_version != block_sums.BLOCKS_VERSION]
     # A closed stream's queued requests are turned away (readahead.Cancelled), never handed out in part.
     readahead.pool_map(_pool(), RangedShard.sums, unknown)  # the index reads of shards new to this process, at once
+    block_sums.prepare(lambda work, items: readahead.pool_map(_pool(), work, items), grouped)
     got: dict[RangedShard, dict[int, bytes]] = {}
     touched: dict[str, set[int]] = {}
     runs = []
@@ -207,7 +226,7 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
         blocks = {first + i: bytes(body[at : at + size]) for i, at in enumerate(range(0, hi - lo, size))}
         if shard.generation is not None:
             return blocks  # a raw file's reader checks its bytes by the file's own hashes
-        value, sums = integrity.crc32c_value, shard.sums()[first : last + 1].tolist()
+        value, sums = integrity.crc32c_value, shard.block_crcs(first, last)
         bad = [b for (b, data), want in zip(blocks.items(), sums, strict=True) if value(data) != want]
         if bad:
             failures[0] += 1

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from dew.data import formats, locations, ranges, remote, shard_cache
-from dew.data.tokens.bin_documents import check_documents
+from dew.data.tokens.bin_documents import DocumentPass, check_documents, counting
 from dew.data.tokens.sources import (
     bounds,
     dtype_from_meta,
@@ -118,19 +118,17 @@ class TokenBytes:
             return np.memmap(file, dtype=self.dtype, mode="r")
         hold = shard_cache.Hold()
         committed = self._shards[shard]
-        file = formats.verify_shard(self._directory, committed, checksum=True, holder=hold)
-        mapped = np.memmap(file, dtype=self.dtype, mode="r")
         parsed = formats.parse_shard_name(committed.name)
-        check_documents(
-            file,
-            mapped.view(np.ndarray),
-            directory=self._directory,
-            split=parsed[0] if parsed else self.split,
-            shard=committed,
-            eos_id=self._own_eos,
-            tokenizer=self._tokenizer,
-        )
-        if remote.is_remote(self._directory):
+        split = parsed[0] if parsed else self.split
+        counted = counting(self._directory, split, committed, self._own_eos, self._tokenizer)
+        remote_copy = remote.is_remote(self._directory)
+        # A local shard's documents are counted in its checksum's read; a gs:// shard's in its cached copy.
+        also = DocumentPass(self.dtype, counted) if counted is not None and not remote_copy else None
+        file = formats.verify_shard(self._directory, committed, checksum=True, holder=hold, also=also)
+        mapped = np.memmap(file, dtype=self.dtype, mode="r")
+        if remote_copy:
+            if counted is not None:
+                check_documents(file, mapped.view(np.ndarray), counted)
             # A cached copy stays on disk while the memmap or a view of it lives; the cache may ask for it back.
             shard_cache.pin(file, mapped, close=shard_cache.closer(self, "_let_go", shard))
         return mapped
