@@ -258,7 +258,7 @@ def test_gs_clip_shards_are_read_by_record_too(gcs_emulator, cache, tmp_path) ->
 
 def test_an_array_record_token_corpus_on_gs_reads_its_records_by_range(gcs_emulator, cache, tmp_path) -> None:
     from dew.data.pieces import PIECES, PieceIndex
-    from dew.data.tokens.corpus import open_tokens
+    from dew.data.tokens.opening import open_tokens
     from tests.runtime.token_support import documents, write_corpus
 
     docs = documents(600, seed=5, longest=3000)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dew.data import formats
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.runtime.test_committed import rewrite_records
 from tests.runtime.test_tokens_pieces import DOCS, SHARDS, index_path, indexed_corpus

@@ -19,7 +19,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
-from dew.data.tokens.corpus import check_same_tokenizer
+from dew.data.tokens.opening import check_same_tokenizer
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
 from dew.preprocess import files
