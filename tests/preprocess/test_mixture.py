@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dew.data import formats, packing
 from dew.pipelines import cli, common, tokenize_job
-from dew.preprocess.mixture import MANY_EPOCHS, apportion, epoch_warnings
+from dew.preprocess.plan_mixture import MANY_EPOCHS, apportion, epoch_warnings
 from tests.preprocess.corpora import topics, write_jsonl
 from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens
 
@@ -121,7 +121,7 @@ def test_a_plan_reads_as_the_mixture_it_describes_and_refuses_a_changed_corpus(t
 
 def test_the_plan_is_written_into_a_directory_that_does_not_exist_yet(tmp_path: Path) -> None:
     """`--output plan/mixture.json`, as docs/tokens.md writes it, failed with ENOENT on the temporary file."""
-    from dew.preprocess.mixture import write_plan
+    from dew.preprocess.plan_mixture import write_plan
 
     target = tmp_path / "plan" / "mixture.json"
     write_plan(str(target), {"windows": 3})

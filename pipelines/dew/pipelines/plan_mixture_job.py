@@ -24,7 +24,7 @@ from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
-from dew.preprocess.mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
+from dew.preprocess.plan_mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
 
 JOB = Job(
     name="plan-mixture",
