@@ -324,7 +324,7 @@ def _chunk_bytes(local: str) -> np.ndarray:
     sizes = []
     for shard in formats.read_meta(local).shards("train"):
         with open(index_name(os.path.join(local, shard.name)), "rb") as f:
-            index = RecordIndex.parse(f.read(), records=shard.records, size=shard.bytes, where=shard.name)
+            index = RecordIndex.parse(f.read(), record_count=shard.records, size=shard.bytes, where=shard.name)
         sizes.append(np.diff(index.bounds))
     return np.concatenate(sizes)
 

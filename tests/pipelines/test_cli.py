@@ -274,13 +274,13 @@ def test_the_dataflow_image_holds_what_every_job_of_its_template_imports() -> No
 
 
 def test_a_leading_tilde_in_a_path_flag_is_the_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from dew.pipelines import pack, tokenize_job
+    from dew.pipelines import pack_job, tokenize_job
 
     monkeypatch.setenv("HOME", str(tmp_path))
     argv = ["--input=~/raw/*.jsonl", "--input", "gs://b/~x", "--output=~/c"]
     args, _ = flags.parse(tokenize_job.parser(), argv, beam=True)
     assert args.input == [f"{tmp_path}/raw/*.jsonl", "gs://b/~x"] and args.output == f"{tmp_path}/c"
-    assert flags.parse(pack.parser(), ["--corpus=~/c", "--seq_len=8"], beam=True)[0].corpus == f"{tmp_path}/c"
+    assert flags.parse(pack_job.parser(), ["--corpus=~/c", "--seq_len=8"], beam=True)[0].corpus == f"{tmp_path}/c"
 
 
 @pytest.mark.parametrize("job", ["tokenize", "images", "ingest-urls", "caption-tokenize", "decode-clips"])

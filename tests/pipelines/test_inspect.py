@@ -13,7 +13,7 @@ import pytest
 from dew.data import formats, packing
 from dew.pipelines import cli, tokenize_job
 from dew.pipelines.inspection import summarize
-from dew.preprocess.mixture import MixtureRequest, mixture_plan, write_plan
+from dew.preprocess.plan_mixture import MixtureRequest, mixture_plan, write_plan
 from tests.preprocess.corpora import topics
 
 IN_MEMORY = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]

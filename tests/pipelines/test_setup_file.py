@@ -33,7 +33,7 @@ def test_beam_builds_an_sdist_whose_wheel_holds_all_of_dew(tmp_path: Path) -> No
     (wheel,) = tmp_path.glob("dew-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         files = set(archive.namelist())
-    for module in ("dew/data/__init__.py", "dew/preprocess/corpus.py", "dew/pipelines/cli.py"):
+    for module in ("dew/data/__init__.py", "dew/preprocess/tokenize_corpus.py", "dew/pipelines/cli.py"):
         assert module in files, f"{module} missing from the worker's wheel"
     for marker in ("dew/data/py.typed", "dew/preprocess/py.typed", "dew/pipelines/py.typed"):
         assert marker in files, f"{marker} missing: type checkers would treat the installed package as untyped"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dew.data import formats, packing
 from dew.pipelines import cli, common, tokenize_job
-from dew.preprocess.mixture import MANY_EPOCHS, apportion, epoch_warnings
+from dew.preprocess.plan_mixture import MANY_EPOCHS, apportion, epoch_warnings
 from tests.preprocess.corpora import topics, write_jsonl
 from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens
 
@@ -121,7 +121,7 @@ def test_a_plan_reads_as_the_mixture_it_describes_and_refuses_a_changed_corpus(t
 
 def test_the_plan_is_written_into_a_directory_that_does_not_exist_yet(tmp_path: Path) -> None:
     """`--output plan/mixture.json`, as docs/tokens.md writes it, failed with ENOENT on the temporary file."""
-    from dew.preprocess.mixture import write_plan
+    from dew.preprocess.plan_mixture import write_plan
 
     target = tmp_path / "plan" / "mixture.json"
     write_plan(str(target), {"windows": 3})
@@ -132,8 +132,8 @@ def test_the_plan_is_written_into_a_directory_that_does_not_exist_yet(tmp_path: 
 def test_a_relative_corpus_is_planned_by_its_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The plan is read by a training run wherever it starts; a relative `--corpus web/` was recorded as
     `web` and the run refused it as an uncommitted corpus from any other working directory."""
-    from dew.pipelines import plan_mixture
+    from dew.pipelines import plan_mixture_job
 
     monkeypatch.chdir(tmp_path)
     argv = ["--corpus", "web/=0.7", "--corpus", "gs://b/code/=0.3", "--tokens", "9", "--seq_len", "4", "--output", "m"]
-    assert plan_mixture.parser().parse_args(argv).corpus == [(str(tmp_path / "web"), 0.7), ("gs://b/code", 0.3)]
+    assert plan_mixture_job.parser().parse_args(argv).corpus == [(str(tmp_path / "web"), 0.7), ("gs://b/code", 0.3)]

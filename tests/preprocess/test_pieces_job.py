@@ -10,7 +10,7 @@ import pytest
 
 from dew.data import formats
 from dew.data.pieces import PIECES, PieceIndex
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.data.tokens.token_column import TokenColumn
 from dew.data.tokens.token_records import TokenRecords
 from tests.preprocess.test_tokenize_job import split_tokens, tokenize

@@ -13,8 +13,7 @@ import pytest
 
 from dew.data import block_sums, formats, integrity, packing
 from dew.data.text import ByteTokenizer, HFTokenizer
-from dew.pipelines import cli
-from dew.pipelines import pack as pack_job
+from dew.pipelines import cli, pack_job
 from dew.pipelines import tokenize_job as job
 from dew.preprocess.commit import OutputConflictError
 from dew.preprocess.drops import TooManyDropsError

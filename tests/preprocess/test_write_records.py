@@ -20,7 +20,7 @@ from dew.data import formats
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.pieces import PIECES, offline_pieces
 from dew.data.sections import ImagesSection
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.preprocess.commit import commit_corpus, ordered_shards
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards

@@ -8,7 +8,7 @@ import pytest
 
 from dew.data import formats
 from dew.data.sections import ClipsSection, ImagesSection, TokensSection
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 
 TOKENS = TokensSection(tokenizer="byte", tokenizer_hash="h" * 8, vocab_size=257, dtype="uint16", eos_id=256)
 IMAGES = ImagesSection(encoding="jpeg", resize="center_crop", size=256, fields=("image", "caption", "url"))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from dew.data import Loading, PackedTokens, TokenWindows, formats, integrity
 from dew.data.packing import DOCUMENTS, PackingPlan, load_document_ends, packing_name, save_document_ends
 from dew.data.pieces import PIECES, PieceIndex
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from tests.runtime.token_support import documents, stream_of, write_corpus
 
 SERIAL = Loading(workers=0, threads=2, read_buffer=8)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dew.data import DataPartition, Loading, datasets, formats
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from tests.support import read_global
 
 LEGACY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tokens-v1")

@@ -19,7 +19,7 @@ from dew.data.packing import (
     save_document_ends,
 )
 from dew.data.phases import DataPhase
-from dew.data.tokens.corpus import corpus_meta, open_tokens
+from dew.data.tokens.opening import corpus_meta, open_tokens
 from dew.data.tokens.packed import packed_split
 from tests.runtime.token_support import EOS, documents, stream_of, write_corpus
 from tests.support import assert_batches_equal, assert_resume_exact, read_global

@@ -221,7 +221,7 @@ def test_worker_processes_share_one_bounded_cache(gcs_emulator, cache, tmp_path,
 
 def test_a_parquet_token_corpus_reads_footers_and_row_groups_by_range(gcs_emulator, cache, tmp_path) -> None:
     from dew.data.pieces import PIECES, PieceIndex
-    from dew.data.tokens.corpus import open_tokens
+    from dew.data.tokens.opening import open_tokens
     from tests.runtime.token_support import documents
 
     docs = documents(2000, seed=4, longest=300)

@@ -55,7 +55,7 @@ def _blocks(local: str, indices: np.ndarray, opened: set[int]) -> tuple[int, int
         shard = int(np.searchsorted(ends, record, side="right"))
         entry = entries[shard]
         with open(index_name(os.path.join(local, entry.name)), "rb") as f:
-            index = RecordIndex.parse(f.read(), records=entry.records, size=entry.bytes, where=entry.name)
+            index = RecordIndex.parse(f.read(), record_count=entry.records, size=entry.bytes, where=entry.name)
         spans = index.ranges(np.array([record - (int(ends[shard - 1]) if shard else 0)]))
         chunk_bytes += sum(hi - lo for lo, hi in spans)
         if shard not in opened:
@@ -160,7 +160,7 @@ def test_a_damaged_record_is_refused_naming_shard_and_block(gcs_emulator, cache,
     name = formats.shard_name("train", 0, 1, "array_record")
     entry = formats.read_meta(local).shards("train")[0]
     with open(index_name(os.path.join(local, name)), "rb") as f:
-        index = RecordIndex.parse(f.read(), records=entry.records, size=entry.bytes, where=name)
+        index = RecordIndex.parse(f.read(), record_count=entry.records, size=entry.bytes, where=name)
     with open(os.path.join(local, name), "rb") as f:
         data = bytearray(f.read())
     lo, hi = index.ranges(np.array([7]))[0]
@@ -260,7 +260,7 @@ def test_gs_clip_shards_are_read_by_record_too(gcs_emulator, cache, tmp_path) ->
 
 def test_an_array_record_token_corpus_on_gs_reads_its_records_by_range(gcs_emulator, cache, tmp_path) -> None:
     from dew.data.pieces import PIECES, PieceIndex
-    from dew.data.tokens.corpus import open_tokens
+    from dew.data.tokens.opening import open_tokens
     from tests.runtime.token_support import documents, write_corpus
 
     docs = documents(600, seed=5, longest=3000)

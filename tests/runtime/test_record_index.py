@@ -52,7 +52,7 @@ def _sparse(path: str, data: bytes, ranges: list[tuple[int, int]]) -> str:
 def test_each_records_range_and_the_open_ranges_are_all_the_reader_needs(tmp_path, seed) -> None:
     records = _records(seed, 40)
     data = _write(str(tmp_path / "a.array_record"), records)
-    index = RecordIndex.parse(index_of(data), records=len(records), size=len(data), where="a")
+    index = RecordIndex.parse(index_of(data), record_count=len(records), size=len(data), where="a")
     assert len(index.opens) == 2 and index.bounds[0] == 64  # after the file signature
     sparse = str(tmp_path / "sparse.array_record")
     for record in range(len(records)):
@@ -70,7 +70,7 @@ def test_each_records_range_and_the_open_ranges_are_all_the_reader_needs(tmp_pat
 def test_a_record_whose_blocks_are_holes_fails_the_readers_hashes_and_is_never_handed_out(tmp_path) -> None:
     records = [random.Random(i).randbytes(70_000) for i in range(8)]  # incompressible: a chunk each apart
     data = _write(str(tmp_path / "a.array_record"), records)
-    index = RecordIndex.parse(index_of(data), records=len(records), size=len(data), where="a")
+    index = RecordIndex.parse(index_of(data), record_count=len(records), size=len(data), where="a")
     held = index.ranges(np.array([2, 5]))
     reader = ArrayRecordReader(_sparse(str(tmp_path / "s"), data, [*index.opens, *held]), "readahead_buffer_size:0")
     assert reader.read([2, 5]) == [records[2], records[5]]
@@ -102,7 +102,7 @@ def test_files_that_are_not_one_record_a_chunk_get_no_index(tmp_path) -> None:
     assert index_of(grouped) == b""
     assert index_of(b"\0" * 200_000) == b""  # a .bin shard
     empty = _write(str(tmp_path / "e.array_record"), [])
-    index = RecordIndex.parse(index_of(empty), records=0, size=len(empty), where="e")
+    index = RecordIndex.parse(index_of(empty), record_count=0, size=len(empty), where="e")
     assert len(index.bounds) == 1
 
 
@@ -111,8 +111,8 @@ def test_an_index_that_does_not_describe_the_shard_is_refused(tmp_path) -> None:
     data = _write(str(tmp_path / "a.array_record"), records)
     raw = index_of(data)
     with pytest.raises(ValueError, match="not an index of 7 records"):
-        RecordIndex.parse(raw, records=7, size=len(data), where="a.index")
+        RecordIndex.parse(raw, record_count=7, size=len(data), where="a.index")
     with pytest.raises(ValueError, match="not increasing within"):
-        RecordIndex.parse(raw, records=6, size=1000, where="a.index")
+        RecordIndex.parse(raw, record_count=6, size=1000, where="a.index")
     with pytest.raises(ValueError, match="not an index"):
-        RecordIndex.parse(raw[:-3], records=6, size=len(data), where="a.index")
+        RecordIndex.parse(raw[:-3], record_count=6, size=len(data), where="a.index")

@@ -152,7 +152,7 @@ def test_one_gs_shard_read_on_its_own_is_checked_against_the_meta_json_beside_it
     """`open_tokens("gs://.../train-00001-of-00002.bin")` fetched the object unchecked and looked for
     meta.json beside the cached copy, where there is none: a flipped or truncated object read silently,
     and a .bin shard lost its dtype, eos_id and vocabulary."""
-    from dew.data.tokens.corpus import open_tokens
+    from dew.data.tokens.opening import open_tokens
     from tests.runtime.token_support import EOS, documents, write_corpus
 
     field = None if kind == "bin" else "ids"

@@ -12,7 +12,7 @@ import pytest
 
 from dew.data import formats, integrity
 from dew.data.tokens import bin_documents
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.runtime.test_committed import rewrite_records
 from tests.runtime.test_tokens_pieces import DOCS, SHARDS, index_path, indexed_corpus

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dew.data import DataPartition, Loading, Ramp, TokenBytes, TokenWindows, TokenWindowSource, datasets, ramped
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.data.tokens.token_column import TokenColumn
 from dew.data.tokens.token_records import TokenRecords
 from tests.runtime.token_support import documents, stream_of, write_corpus
@@ -186,7 +186,7 @@ def test_an_uncommitted_directory_is_refused(tmp_path) -> None:
 
 def test_a_damaged_parquet_file_is_named(tmp_path) -> None:
     from dew.data.rows import read_table
-    from dew.data.tokens.corpus import open_tokens
+    from dew.data.tokens.opening import open_tokens
 
     bad = tmp_path / "ids.parquet"
     bad.write_bytes(b"PAR1 not a footer")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from dew.data import DataPartition, Loading, TokenWindows, formats
 from dew.data.pieces import PIECES, PieceIndex, offline_pieces
-from dew.data.tokens.corpus import open_tokens
+from dew.data.tokens.opening import open_tokens
 from dew.data.tokens.token_column import TokenColumn
 from dew.data.tokens.token_records import TokenRecords
 from tests.runtime.token_support import documents, stream_of, write_corpus

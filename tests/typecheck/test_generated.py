@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from dew.data import datasets
 from dew.pipelines import generated
@@ -23,3 +24,17 @@ def test_the_kinds_module_declares_each_builtin_kind_as_its_own_class() -> None:
     builtin = {cls.__name__ for cls in (datasets[name] for name in datasets) if cls.__module__.startswith("dew.data.")}
     assert set(declared) == builtin
     assert all(annotation == f"type[{name}]" for name, annotation in declared.items())
+
+
+def test_write_renders_a_file_before_truncating_it(tmp_path: Path) -> None:
+    """docs/preprocess.md's tables are rendered from the file itself (the text around their markers): a
+    --write that opened the file before rendering read it empty and left it empty."""
+    page = tmp_path / "page.md"
+    page.write_text("intro\n<!-- t -->\nold\n<!-- /t -->\n", encoding="utf-8")
+
+    def render() -> str:
+        head, _, _ = page.read_text(encoding="utf-8").partition("<!-- t -->\n")
+        return head + "<!-- t -->\nnew\n<!-- /t -->\n"
+
+    assert generated.command(["--write"], prog="p", description="d", files=lambda: {str(page): render}) == 0
+    assert page.read_text(encoding="utf-8") == "intro\n<!-- t -->\nnew\n<!-- /t -->\n"

@@ -21,9 +21,9 @@ from dew.data import formats
 from dew.data.sections import ImagesSection
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
-from dew.preprocess.captions import TOKENIZE, TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.progress import Phase
+from dew.preprocess.tokenize_captions import TOKENIZE, TokenizeCaptions, describe, ranges, tokenized_section
 from dew.preprocess.writing import COMMIT, WRITE
 
 JOB = Job(

@@ -139,8 +139,9 @@ def command(
     args = parser.parse_args(argv)
     if args.write:
         for path, render in files().items():
+            content = render()  # before the open truncates: a render may read the file it rewrites
             with open(path, "w", encoding="utf-8") as f:
-                f.write(render())
+                f.write(content)
             print(f"wrote {os.path.relpath(path, _REPO)}")
         return 0
     behind = out_of_date(files())

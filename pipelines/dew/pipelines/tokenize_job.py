@@ -21,11 +21,11 @@ from dew.pipelines.jobs import Job
 from dew.preprocess import documents, tokenizing
 from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.documents import ReadOptions, kind_of
 from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
+from dew.preprocess.tokenize_corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.tokenizing import describe_tokenizer
 from dew.preprocess.writing import COMMIT, WRITE
 

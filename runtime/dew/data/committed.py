@@ -118,9 +118,9 @@ def check_records(where: str, found: int, recorded: int) -> None:
         )
 
 
-def open_array_record(path: str, *, where: str | None = None, records: int | None = None) -> Any:
+def open_array_record(path: str, *, where: str | None = None, record_count: int | None = None) -> Any:
     """An ArrayRecordReader over a local file for random access, its errors naming the file, and its
-    footer's record count checked against `records` (meta.json's) when given."""
+    footer's record count checked against `record_count` (meta.json's) when given."""
     from array_record.python.array_record_module import ArrayRecordReader
 
     if not os.path.exists(path):
@@ -132,9 +132,9 @@ def open_array_record(path: str, *, where: str | None = None, records: int | Non
             raise RuntimeError("its footer cannot be read")
     except Exception as error:  # the C++ reader raises bare RuntimeErrors without the path
         raise remote.DamagedError(f"{where or path} is not a readable ArrayRecord file: {error}") from None
-    if records is not None:
+    if record_count is not None:
         try:
-            check_records(where or path, reader.num_records(), records)
+            check_records(where or path, reader.num_records(), record_count)
         except remote.DamagedError:
             reader.close()
             raise

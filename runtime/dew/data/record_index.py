@@ -138,12 +138,12 @@ class RecordIndex:
     bounds: np.ndarray
 
     @classmethod
-    def parse(cls, raw: bytes, *, records: int, size: int, where: str) -> RecordIndex:
-        """The index in `raw`, checked to describe `records` records of a file of `size` bytes."""
+    def parse(cls, raw: bytes, *, record_count: int, size: int, where: str) -> RecordIndex:
+        """The index in `raw`, checked to describe `record_count` records of a file of `size` bytes."""
         values = np.frombuffer(raw, dtype="<u8").astype(np.int64) if len(raw) % 8 == 0 else np.zeros(0, np.int64)
         opens = int(values[0]) if len(values) else -1
-        if opens < 0 or len(values) != 1 + 2 * opens + records + 1:
-            raise ValueError(f"{where} holds {len(raw)} bytes, not an index of {records} records")
+        if opens < 0 or len(values) != 1 + 2 * opens + record_count + 1:
+            raise ValueError(f"{where} holds {len(raw)} bytes, not an index of {record_count} records")
         pairs = values[1 : 1 + 2 * opens].reshape(opens, 2)
         bounds = values[1 + 2 * opens :]
         if np.any(np.diff(bounds) <= 0) or bounds[0] < 0 or bounds[-1] > size or np.any(pairs > size):

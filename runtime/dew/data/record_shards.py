@@ -51,7 +51,7 @@ def record_index(shard: ranges.RangedShard) -> RecordIndex | record_footer.RawIn
         if integrity.digest_bytes(raw) != shard.shard.index_crc32c:
             raise formats.DamagedError(f"{where} fails its check against meta.json; {remote.OVERWRITE}")
         try:
-            index = RecordIndex.parse(raw, records=shard.shard.records, size=shard.shard.bytes, where=where)
+            index = RecordIndex.parse(raw, record_count=shard.shard.records, size=shard.shard.bytes, where=where)
         except ValueError as error:
             raise formats.DamagedError(f"{error}; {remote.OVERWRITE}") from None
         _INDEXES[shard.key] = index
@@ -152,7 +152,7 @@ class ShardReaders:
                 path = shard_cache.fetch(path, holder=hold)
             # meta.json's count placed every record of the split: the footer must agree before one is read.
             recorded = None if self.shards is None else self.shards[file].records
-            reader = open_array_record(path, where=self.files[file], records=recorded)
+            reader = open_array_record(path, where=self.files[file], record_count=recorded)
             if ranged is None and remote.is_remote(self.files[file]):
                 # A whole cached copy stays on disk while its reader lives; the cache may ask for it back.
                 shard_cache.pin(path, reader, shard_cache.closer(self, "_let_go", file))

@@ -13,7 +13,7 @@ from dew.data.mixture import Corpus, MixtureOrder
 from dew.data.records import BatchRecords, describe_source
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
-from dew.data.tokens.corpus import corpus_meta, open_tokens
+from dew.data.tokens.opening import corpus_meta, open_tokens
 from dew.data.tokens.sources import TokenSource, spans
 
 

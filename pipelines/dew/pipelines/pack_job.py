@@ -18,8 +18,8 @@ import apache_beam as beam
 from dew.data import formats
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
-from dew.preprocess.mixture import read_corpus_meta
 from dew.preprocess.pack import PackCorpus
+from dew.preprocess.plan_mixture import read_corpus_meta
 
 JOB = Job(
     name="pack",

@@ -19,12 +19,12 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data import formats
-from dew.data.tokens.corpus import check_same_tokenizer
+from dew.data.tokens.opening import check_same_tokenizer
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
 from dew.preprocess import files
 from dew.preprocess.files import read_bytes
-from dew.preprocess.mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
+from dew.preprocess.plan_mixture import MixtureRequest, PlanMixture, epoch_warnings, read_corpus_meta, write_plan
 
 JOB = Job(
     name="plan-mixture",

@@ -24,7 +24,7 @@ import numpy as np
 
 from dew.data import formats, packing
 from dew.data.formats import Meta
-from dew.data.tokens.corpus import check_same_tokenizer
+from dew.data.tokens.opening import check_same_tokenizer
 from dew.data.tokens.plan import MIXTURE_FORMAT
 from dew.preprocess import files
 from dew.preprocess.pack import shard_document_ends, verified_copy

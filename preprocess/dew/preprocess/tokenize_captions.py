@@ -145,7 +145,7 @@ def _check_records(path: str, where: str, shard: Shard) -> None:
         pq = require("pyarrow.parquet", for_what="reading parquet shards")
         committed.check_records(where, pq.ParquetFile(path).metadata.num_rows, shard.records)
     else:
-        committed.open_array_record(path, where=where, records=shard.records).close()
+        committed.open_array_record(path, where=where, record_count=shard.records).close()
 
 
 class _TokenizeRange(beam.DoFn):
