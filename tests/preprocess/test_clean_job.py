@@ -17,7 +17,7 @@ from dew.pipelines.inspection import summarize
 from dew.preprocess.cleaning.against import read_columns
 from dew.preprocess.cleaning.plan import document_id
 from dew.preprocess.cleaning.removals import read_table
-from dew.preprocess.documents import BadInputError
+from dew.preprocess.read_documents import BadInputError
 from tests.preprocess.planted import Planted, planted_corpus, write_files
 
 pytestmark = pytest.mark.beam

@@ -21,7 +21,7 @@ from dew.data.video.decode import ClipShape
 from dew.pipelines import decode_clips_job
 from dew.preprocess.clip_sources import SourceOptions, find_sources
 from dew.preprocess.clips import ClipsPlan
-from dew.preprocess.documents import BadInputError
+from dew.preprocess.read_documents import BadInputError
 from tests.runtime.video_support import dominant_frequency, frame_indices, write_video
 from tests.support import assert_refused_quietly, assert_resume_exact, inspect_text, read_global, run_preprocess
 

@@ -439,9 +439,9 @@ def test_files_of_a_folder_that_are_not_read_are_counted_by_reason(image_folder:
 def test_image_files_are_read_in_units_and_a_damaged_file_in_one_is_counted_alone(tmp_path: Path) -> None:
     """A unit's records keep each file's own key and draw; its one tally sums its files' and names each
     damaged file on its own; a row file is a unit alone, between runs of image files."""
-    from dew.preprocess.documents import DAMAGED
     from dew.preprocess.image_reading import ImageReadOptions, ReadSource
     from dew.preprocess.image_sources import FILES_PER_READ, UNSUPPORTED, Source, reads
+    from dew.preprocess.read_documents import DAMAGED
 
     (tmp_path / "a.jpg").write_bytes(good_images()["astronaut.jpg"])
     (tmp_path / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dew.preprocess import commit, files
-from dew.preprocess.documents import BadInputError, ReadOptions, _ReadFile, merge_tallies
+from dew.preprocess.read_documents import BadInputError, ReadOptions, _ReadFile, merge_tallies
 from tests.preprocess.corpora import topics
 
 pytestmark = pytest.mark.beam

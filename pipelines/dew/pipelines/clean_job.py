@@ -22,7 +22,7 @@ import apache_beam as beam
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
 from dew.pipelines.tokenize_job import add_read_flags, read_options, text_inputs
-from dew.preprocess import documents
+from dew.preprocess import read_documents
 from dew.preprocess.cleaning.against import documents_corpus
 from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
 from dew.preprocess.cleaning.minhash import MinHashConfig
@@ -160,8 +160,8 @@ def phases(input_bytes: int) -> tuple[Phase, ...]:
     """Read (by input bytes), describe (quality verdict, hashes and signature of each document read), write
     (the kept documents), commit. The dedup shuffles between describe and write have no count of their own."""
     return (
-        Phase(name=documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
-        Phase(name=DESCRIBE, unit="documents", total_of=documents.READ),
+        Phase(name=read_documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
+        Phase(name=DESCRIBE, unit="documents", total_of=read_documents.READ),
         Phase(name=WRITE, unit="documents"),
         Phase(name=COMMIT),
     )

@@ -18,13 +18,13 @@ import apache_beam as beam
 
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
-from dew.preprocess import documents, tokenizing
+from dew.preprocess import read_documents, tokenizing
 from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
-from dew.preprocess.documents import ReadOptions, kind_of
 from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
+from dew.preprocess.read_documents import ReadOptions, kind_of
 from dew.preprocess.tokenize_corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.tokenizing import describe_tokenizer
 from dew.preprocess.writing import COMMIT, WRITE
@@ -170,8 +170,8 @@ def phases(input_bytes: int, *, packed: bool) -> tuple[Phase, ...]:
     index and packing plans of a packed corpus (their totals come from the layout), commit."""
     pack = (Phase(name=INDEX, unit="shards"), Phase(name=PLAN, unit="splits"))
     return (
-        Phase(name=documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
-        Phase(name=tokenizing.TOKENIZE, unit="documents", total_of=documents.READ),
+        Phase(name=read_documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
+        Phase(name=tokenizing.TOKENIZE, unit="documents", total_of=read_documents.READ),
         Phase(name=WRITE, unit="pieces", measured_in="bytes"),
         *(pack if packed else ()),
         Phase(name=COMMIT),

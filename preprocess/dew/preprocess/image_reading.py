@@ -5,7 +5,7 @@ Arrow binary cell, the `bytes` of an HF `Image` struct, never a PIL image re-enc
 and extra fields as UTF-8 bytes in the order the record will hold them. A row that names its image by
 path (relative to the row file's directory, or absolute, or gs://) is read from there.
 
-Bad input is counted by reason, as the text reader does (dew.preprocess.documents): a row without an
+Bad input is counted by reason, as the text reader does (dew.preprocess.read_documents): a row without an
 image, caption or extra field is `missing_field` (so is a caption that is not text, and an extra field
 that is a list or a dict), a caption that is not UTF-8 `invalid_utf8`, a jsonl
 line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, one naming a
@@ -35,7 +35,8 @@ import apache_beam as beam
 
 from dew.data.extras import require
 from dew.preprocess import files
-from dew.preprocess.documents import (
+from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
+from dew.preprocess.read_documents import (
     CORRUPT_INPUT,
     DAMAGED,
     INVALID_UTF8,
@@ -46,7 +47,6 @@ from dew.preprocess.documents import (
     TRUNCATED_INPUT,
     DamagedInput,
 )
-from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
 
 MISSING_IMAGE = "missing_image"
 UNSUPPORTED_FORMAT = "unsupported_format"

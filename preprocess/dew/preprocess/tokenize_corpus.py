@@ -6,7 +6,7 @@
 Shards are planned by the layout, cut at exact token counts, rather than by a record's draw; the meta,
 stats and commit are the writer skeleton's (dew.preprocess.writing.build_meta, commit_checked).
 
-Each arrow is a labelled step; the pieces are reusable on their own (dew.preprocess.documents,
+Each arrow is a labelled step; the pieces are reusable on their own (dew.preprocess.read_documents,
 .tokenize, .layout, .shards, .pack, .commit).
 """
 
@@ -21,13 +21,13 @@ import numpy as np
 
 from dew.data.formats import MAX_SHARDS, SHARD_EXTENSIONS, Meta, Shard
 from dew.data.sections import TokensSection
-from dew.preprocess import commit, documents, layout, pack, progress
+from dew.preprocess import commit, layout, pack, progress, read_documents
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import STATS_TAG
-from dew.preprocess.documents import DROP_REASONS, ReadDocuments, ReadOptions
 from dew.preprocess.drops import check_books, check_drops
 from dew.preprocess.layout import FileLengths, Layout, ShardMap
 from dew.preprocess.pack import PackCorpus
+from dew.preprocess.read_documents import DROP_REASONS, ReadDocuments, ReadOptions
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 from dew.preprocess.tokenizing import TokenBatch, TokenizeBatches, TokenizerInfo
@@ -117,7 +117,7 @@ def corpus_stats(
     written; the document books must balance. `paths` names each file index."""
     dropped = {reason: tallies[reason] for reason in DROP_REASONS}
     dropped["no_tokens"] = corpus.empty_documents
-    examples = dict(tallies[documents.EXAMPLES])
+    examples = dict(tallies[read_documents.EXAMPLES])
     if corpus.first_empty is not None:
         file, row = corpus.first_empty
         examples["no_tokens"] = {"path": paths[file], "row": row}
@@ -175,7 +175,9 @@ class TokenizeCorpus(beam.PTransform):
             | "WriteShards" >> WriteShards(plan.output, fmt, counts)
         )
         tallies = beam.pvalue.AsSingleton(
-            read[STATS_TAG] | "AllTallies" >> beam.combiners.ToList() | "Tally" >> beam.Map(documents.merge_tallies)
+            read[STATS_TAG]
+            | "AllTallies" >> beam.combiners.ToList()
+            | "Tally" >> beam.Map(read_documents.merge_tallies)
         )
         meta = (
             shards

@@ -27,7 +27,8 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.formats import Meta, Shard
-from dew.preprocess import commit, documents, progress
+from dew.preprocess import commit, progress
+from dew.preprocess import read_documents as documents
 from dew.preprocess.cleaning import minhash
 from dew.preprocess.cleaning.against import ReadAgainst
 from dew.preprocess.cleaning.components import ConnectedComponents
@@ -45,8 +46,8 @@ from dew.preprocess.cleaning.removals import Removal
 from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, route_record, route_removal
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
-from dew.preprocess.documents import ReadDocuments
 from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
+from dew.preprocess.read_documents import ReadDocuments
 from dew.preprocess.shards import GroupByShard, sized_count
 
 REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"

@@ -12,7 +12,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from dew.preprocess.documents import BadInputError, ReadDocuments, ReadOptions, merge_tallies
+from dew.preprocess.read_documents import BadInputError, ReadDocuments, ReadOptions, merge_tallies
 from dew.preprocess.tokenizing import Tokenize, describe_tokenizer
 
 pytestmark = pytest.mark.beam
