@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from dew.data import formats, packing, remote
+from dew.data.tokens.mixture_plan import MIXTURE_FORMAT, is_plan
 from dew.data.tokens.opening import open_tokens
-from dew.data.tokens.plan import MIXTURE_FORMAT, is_plan
 from dew.pipelines.inspect_sample import Sample, image_sides, read_sample, text_of
 
 _TRAIN = "train"

@@ -24,8 +24,8 @@ import numpy as np
 
 from dew.data import formats, packing
 from dew.data.formats import Meta
+from dew.data.tokens.mixture_plan import MIXTURE_FORMAT
 from dew.data.tokens.opening import check_same_tokenizer
-from dew.data.tokens.plan import MIXTURE_FORMAT
 from dew.preprocess import files
 from dew.preprocess.pack import shard_document_ends, verified_copy
 from dew.preprocess.quiet import user_error

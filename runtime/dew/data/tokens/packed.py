@@ -27,8 +27,8 @@ from dew.data.phases import DataPhase, PhasedOrder, check_path, check_phases
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
+from dew.data.tokens.mixture_plan import MixturePlan, is_plan
 from dew.data.tokens.opening import check_one_tokenizer, corpus_meta, open_tokens
-from dew.data.tokens.plan import MixturePlan, is_plan
 
 _log = logging.getLogger("dew.data")
 
