@@ -95,7 +95,7 @@ def write_committed(
 
                 summed = files.checksums_of(path)
                 summed.write_blocks(path, directory)
-                listing[split].append(summed.shard(name, records=len(shard), units=units))
+                listing[split].append(summed.shard(name, record_count=len(shard), units=units))
             else:
                 listing[split].append(Shard(name, len(shard), units, os.path.getsize(path), digest))
     fields = tuple(next(iter(next(iter(splits.values()))[0])))

@@ -242,7 +242,7 @@ def test_gs_clip_shards_are_read_by_record_too(gcs_emulator, cache, tmp_path) ->
     for shard in meta.shards("train"):  # as the decode-clips job now records them
         summed = files.checksums_of(os.path.join(local, shard.name))
         summed.write_blocks(os.path.join(local, shard.name), local)
-        entries.append(summed.shard(shard.name, records=shard.records, units=shard.units))
+        entries.append(summed.shard(shard.name, record_count=shard.records, units=shard.units))
     formats.write_meta(local, dataclasses.replace(meta, splits={"train": tuple(entries)}))
     os.rmdir(os.path.join(local, TEMP_DIR))
     uri = f"gs://{BUCKET}/records-clips"

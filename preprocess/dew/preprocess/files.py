@@ -306,12 +306,13 @@ class Checksums:
     block_bytes: int
     index: bytes = b""
 
-    def shard(self, name: str, *, records: int, units: int) -> Shard:
-        """The meta.json entry of the shard `name` these are the checksums of."""
+    def shard(self, name: str, *, record_count: int, units: int) -> Shard:
+        """The meta.json entry of the shard `name` these are the checksums of, holding `record_count` records
+        of `units` units in all."""
         blocks_crc32c = self.sidecar[1] if self.block_bytes else ""
         return Shard(
             name=name,
-            records=records,
+            records=record_count,
             units=units,
             bytes=self.size,
             sha256=self.sha256,

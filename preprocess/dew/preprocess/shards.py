@@ -179,7 +179,7 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
     finally:
         shutil.rmtree(staged.work, ignore_errors=True)
     park_lengths(output, name, fmt, staged.lengths)
-    return staged.checksums.shard(name, records=len(staged.lengths), units=int(staged.lengths.sum()))
+    return staged.checksums.shard(name, record_count=len(staged.lengths), units=int(staged.lengths.sum()))
 
 
 class _WriteShard(beam.DoFn):
@@ -217,7 +217,7 @@ class _WriteShard(beam.DoFn):
                 )
             park_lengths(self.output, name, self.fmt, lengths)
             checksums.write_blocks(final, self.output)
-            shard = checksums.shard(name, records=len(lengths), units=int(lengths.sum()))
+            shard = checksums.shard(name, record_count=len(lengths), units=int(lengths.sum()))
             self.skipped.inc()
         else:
             shard = commit_shard(stage_shard(self.output, name, self.fmt, records), self.output, name, self.fmt)

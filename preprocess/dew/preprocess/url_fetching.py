@@ -106,7 +106,7 @@ class FetchShard(beam.DoFn):
                 self.counters["shards_skipped"].inc()
                 checksums.write_blocks(final, output)
                 self.progress.add(len(rows))
-                yield split, checksums.shard(name, records=len(lengths), units=sum(lengths))
+                yield split, checksums.shard(name, record_count=len(lengths), units=sum(lengths))
                 return
         outcomes: dict[Key, tuple[str, str, int]] = {}  # key → (url, reason, record length)
         kept = _kept(final, self.fmt) if committed is not None else iter(())
