@@ -17,11 +17,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import apache_beam as beam
-
-from dew.pipelines import common, flags
+from dew.pipelines import common, flags, text_jobs
 from dew.pipelines.jobs import Job
-from dew.pipelines.tokenize_job import add_read_flags, read_options, text_inputs
+from dew.pipelines.text_jobs import add_read_flags, read_options, text_inputs
 from dew.preprocess import read_documents
 from dew.preprocess.cleaning.against import documents_corpus
 from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
@@ -38,6 +36,14 @@ JOB = Job(
     place=2,
     summary="raw text files → a committed documents directory without duplicates or low-quality text",
     extras=("parquet",),
+)
+# After reading (text_jobs.run_text_job's first phase): describe (quality verdict, hashes and signature of
+# each document read), write (the kept documents), commit. The dedup shuffles between describe and write
+# have no count of their own.
+PHASES = (
+    Phase(name=DESCRIBE, unit="documents", total_of=read_documents.READ),
+    Phase(name=WRITE, unit="documents"),
+    Phase(name=COMMIT),
 )
 
 
@@ -125,12 +131,6 @@ def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, tuple[I
     return plan, JobIdentity(config=plan.config(), inputs=manifest_fingerprint(inputs)), inputs
 
 
-def build(pipeline: beam.Pipeline, plan: CleanPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
-    return (
-        pipeline | "Inputs" >> beam.Create(list(enumerate(paths))) | "CleanCorpus" >> CleanCorpus(plan, identity, paths)
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Filters and deduplicates the input text into a committed documents directory at --output.
 
@@ -143,27 +143,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """
     args, options = common.start(parser(), argv)
     plan, identity, inputs = plan_from(args)
-    paths = [i.path for i in inputs]
-    common.require_remote(options, "--input", *paths, *(a.path for a in plan.against))
-    return common.run_committed(
-        plan.output,
-        identity,
-        options,
-        lambda p: build(p, plan, identity, paths),
+    return text_jobs.run_text_job(
+        lambda paths: CleanCorpus(plan, identity, paths),
+        output=plan.output,
+        identity=identity,
+        inputs=inputs,
+        options=options,
         overwrite=args.overwrite,
+        phases=PHASES,
+        remote=[a.path for a in plan.against],
         rate=lambda found, seconds: f"documents/s: {found.get('documents_described', 0) / seconds:,.1f}, wall clock",
-        phases=phases(sum(i.size for i in inputs)),
-    )
-
-
-def phases(input_bytes: int) -> tuple[Phase, ...]:
-    """Read (by input bytes), describe (quality verdict, hashes and signature of each document read), write
-    (the kept documents), commit. The dedup shuffles between describe and write have no count of their own."""
-    return (
-        Phase(name=read_documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
-        Phase(name=DESCRIBE, unit="documents", total_of=read_documents.READ),
-        Phase(name=WRITE, unit="documents"),
-        Phase(name=COMMIT),
     )
 
 

@@ -14,17 +14,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import apache_beam as beam
-
-from dew.pipelines import common, flags
+from dew.pipelines import common, flags, text_jobs
 from dew.pipelines.jobs import Job
+from dew.pipelines.text_jobs import add_read_flags, read_options, text_inputs
 from dew.preprocess import read_documents, tokenizing
-from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.pack import INDEX, PLAN
 from dew.preprocess.progress import Phase
-from dew.preprocess.read_documents import ReadOptions, kind_of
 from dew.preprocess.tokenize_corpus import CorpusPlan, TokenizeCorpus
 from dew.preprocess.tokenizing import describe_tokenizer
 from dew.preprocess.writing import COMMIT, WRITE
@@ -70,47 +67,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def add_read_flags(p: argparse.ArgumentParser) -> None:
-    """How text inputs become documents, shared by every job that reads them (tokenize, clean)."""
-    p.add_argument("--text_field", default="text", help="JSON key or parquet column of the text")
-    p.add_argument(
-        "--txt_documents", default="file", choices=("file", "line"), help="a .txt file is one document, or one per line"
-    )
-    p.add_argument(
-        "--max_document_bytes",
-        type=flags.positive_int,
-        default=64 << 20,
-        help="bytes; longer documents are dropped as too_long",
-    )
-    flags.switch(p, "--strict", "fail on the first bad document instead of counting it")
-
-
-def read_options(args: argparse.Namespace) -> ReadOptions:
-    return ReadOptions(
-        text_field=args.text_field,
-        txt_documents=args.txt_documents,
-        max_document_bytes=args.max_document_bytes,
-        strict=args.strict,
-    )
-
-
-def text_inputs(args: argparse.Namespace) -> tuple[InputFile, ...]:
-    """The --input files, a committed documents directory standing for its shards; checked on the launcher."""
-    try:
-        inputs = documents_inputs(args.input, args.text_field)
-        for item in inputs:
-            kind_of(item.path)  # an unknown file kind is a usage error, before any worker starts
-    except ValueError as error:
-        raise flags.UsageError(str(error)) from None
-    return inputs
-
-
-def plan_from(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, list[str]]:
-    """The corpus plan, its identity and the sorted input paths, all decided on the launcher."""
-    plan, identity, inputs = _plan_inputs(args)
-    return plan, identity, [i.path for i in inputs]
-
-
 def _plan_inputs(args: argparse.Namespace) -> tuple[CorpusPlan, JobIdentity, Sequence[InputFile]]:
     inputs = text_inputs(args)
     try:
@@ -135,12 +91,6 @@ def _plan(args: argparse.Namespace) -> CorpusPlan:
     )
 
 
-def build(pipeline: beam.Pipeline, plan: CorpusPlan, identity: JobIdentity, paths: Sequence[str]) -> beam.PCollection:
-    return (
-        pipeline | "Inputs" >> beam.Create(list(enumerate(paths))) | "TokenizeCorpus" >> TokenizeCorpus(plan, identity)
-    )
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Tokenizes the input text into a committed token corpus at --output.
 
@@ -153,24 +103,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """
     args, options = common.start(parser(), argv)
     plan, identity, inputs = _plan_inputs(args)
-    paths = [i.path for i in inputs]
-    common.require_remote(options, "--input", *paths)
-    return common.run_committed(
-        plan.output,
-        identity,
-        options,
-        lambda p: build(p, plan, identity, paths),
+    return text_jobs.run_text_job(
+        lambda paths: TokenizeCorpus(plan, identity),
+        output=plan.output,
+        identity=identity,
+        inputs=inputs,
+        options=options,
         overwrite=args.overwrite,
-        phases=phases(sum(i.size for i in inputs), packed=plan.tokenizer.eos_id is not None),
+        phases=phases(packed=plan.tokenizer.eos_id is not None),
     )
 
 
-def phases(input_bytes: int, *, packed: bool) -> tuple[Phase, ...]:
-    """Read (by input bytes: a file's document count is unknown ahead), tokenize, write, the document
-    index and packing plans of a packed corpus (their totals come from the layout), commit."""
+def phases(*, packed: bool) -> tuple[Phase, ...]:
+    """After reading: tokenize, write, the document index and packing plans of a packed corpus (their
+    totals come from the layout), commit."""
     pack = (Phase(name=INDEX, unit="shards"), Phase(name=PLAN, unit="splits"))
     return (
-        Phase(name=read_documents.READ, unit="documents", total=input_bytes, measured_in="bytes"),
         Phase(name=tokenizing.TOKENIZE, unit="documents", total_of=read_documents.READ),
         Phase(name=WRITE, unit="pieces", measured_in="bytes"),
         *(pack if packed else ()),
