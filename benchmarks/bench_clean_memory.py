@@ -238,6 +238,8 @@ def main() -> int:
             baseline.append((count, base))
     if sizes[-1] < 1_000_000:
         print(f"\nthe top size is {sizes[-1]:,}, not 10^6 (--sizes)")
+    if len(clean) < 2:
+        return 0  # one size: its peaks only (a --trace run), no growth to show
     print()
     ours = growth("clean", clean[0], clean[-1])
     if baseline:

@@ -5,8 +5,10 @@
 The launcher is the dew-preprocess program as usual (it forks its workers), but each worker, before it
 becomes Beam's SDK harness, starts tracemalloc and a thread that, whenever the traced memory passes its
 last dump by a tenth, writes the top allocation sites (by line, and the largest by traceback) to
-DIR/worker-<pid>.txt: the file left holds the sites at the worker's highest traced memory, near its
-peak. bench_clean_memory.py --trace runs the job through here to find what grows with the corpus.
+DIR/worker-<pid>-peak.txt: the file left holds the sites at the worker's highest traced memory, near
+its peak. At exit it writes DIR/worker-<pid>-exit.txt beside it, so the exit's sites (the heap left
+once the bundles are done) never overwrite the peak's. bench_clean_memory.py --trace runs the job
+through here to find what grows with the corpus.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _dump(directory: str, label: str) -> None:
+def _dump(directory: str, label: str, when: str) -> None:
     snapshot = tracemalloc.take_snapshot().filter_traces(
         (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap>"))
     )
@@ -30,7 +32,7 @@ def _dump(directory: str, label: str) -> None:
     for stat in snapshot.statistics("traceback")[:6]:
         lines.append(f"\n{stat.size / 2**20:,.1f} MiB in {stat.count:,} blocks from:")
         lines += stat.traceback.format(limit=12)
-    path = os.path.join(directory, f"worker-{os.getpid()}.txt")
+    path = os.path.join(directory, f"worker-{os.getpid()}-{when}.txt")
     with open(path + ".part", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".part", path)
@@ -43,7 +45,7 @@ def _watch(directory: str) -> None:
         current, _ = tracemalloc.get_traced_memory()
         if current > dumped * 1.1:
             dumped = current
-            _dump(directory, f"at {time.strftime('%H:%M:%S')}")
+            _dump(directory, f"at {time.strftime('%H:%M:%S')}", "peak")
 
 
 def traced(directory: str, main: Callable[[list[str]], Any]) -> Callable[[list[str]], Any]:
@@ -56,7 +58,7 @@ def traced(directory: str, main: Callable[[list[str]], Any]) -> Callable[[list[s
         try:
             return main(argv)
         finally:
-            _dump(directory, "at exit")
+            _dump(directory, "at exit", "exit")
 
     return run
 

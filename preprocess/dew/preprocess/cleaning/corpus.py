@@ -43,7 +43,7 @@ from dew.preprocess.cleaning.plan import (
     split_node,
 )
 from dew.preprocess.cleaning.removals import Removal
-from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, route_record, route_removal
+from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, record_entry, route_record, route_removal
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
 from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
@@ -69,8 +69,8 @@ DESCRIBE = "describe"
 
 class _Describe(beam.DoFn):
     """((file, row), text) → (node, (key, record bytes, edited)), plus on REMOVED a quality removal
-    (node, (reason, None)), or else on RECORDS its (id, file, row, text) and on DEDUP its
-    (exact key, (node, band keys)).
+    (node, (reason, None)), or else on RECORDS its record entry (id, file, row and text, one bytes value:
+    dew.preprocess.cleaning.write.record_entry) and on DEDUP its (exact key, (node, band keys)).
 
     The record is of the text the quality filters leave (C4's kept lines), `edited` says it differs from
     the text read, and dedup hashes that same text. Only RECORDS holds the text: it goes to the shard
@@ -102,7 +102,7 @@ class _Describe(beam.DoFn):
         if reason is not None:
             yield beam.pvalue.TaggedOutput(REMOVED, (name, (reason, None)))
             return
-        yield beam.pvalue.TaggedOutput(RECORDS, (doc_id, key[0], key[1], kept))
+        yield beam.pvalue.TaggedOutput(RECORDS, record_entry(doc_id, key[0], key[1], kept))
         if self.plan.exact or self.plan.near:
             yield beam.pvalue.TaggedOutput(DEDUP, dedup_entry(self.plan, self.signer, name, kept))
 

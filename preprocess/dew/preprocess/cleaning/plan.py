@@ -119,8 +119,10 @@ class CleanPlan:
         return json.loads(json.dumps(config))
 
 
-def record(doc_id: str, text: str, source: str, row: int) -> bytes:
-    """A documents record: the packed dict of its fields, in the section's order."""
+def record(doc_id: str, text: str | bytes, source: str, row: int) -> bytes:
+    """A documents record: the packed dict of its fields, in the section's order (text: a str, or its
+    UTF-8 bytes)."""
+    encoded = text if isinstance(text, bytes) else text.encode("utf-8")
     return pack_dict_of_byte_arrays(
-        {"id": doc_id.encode(), "text": text.encode("utf-8"), "source": source.encode("utf-8"), "row": b"%d" % row}
+        {"id": doc_id.encode(), "text": encoded, "source": source.encode("utf-8"), "row": b"%d" % row}
     )
