@@ -182,8 +182,8 @@ def _run_jobs(root: Path) -> dict[str, Path]:
         decode_clips_job,
         images_job,
         ingest_urls_job,
-        pack,
-        plan_mixture,
+        pack_job,
+        plan_mixture_job,
         tokenize_job,
     )
 
@@ -202,13 +202,13 @@ def _run_jobs(root: Path) -> dict[str, Path]:
     parquet = ["--input", str(text / "*"), "--output", str(out["tokenize-parquet"]), "--format", "parquet"]
     _quietly(tokenize_job.main, [*parquet, "--shard_size_mb", "0.06", "--pack", "--seq_len", "30"])
     # pack adds its plans to the byte corpus, so that run's digests are taken after it.
-    _quietly(pack.main, ["--corpus", str(out["tokenize-byte"]), "--seq_len", "30", "--packing_bins", "3"])
+    _quietly(pack_job.main, ["--corpus", str(out["tokenize-byte"]), "--seq_len", "30", "--packing_bins", "3"])
     out["tokenize-byte+pack"] = out.pop("tokenize-byte")
     out["plan-mixture"] = root / "mixture"
     out["plan-mixture"].mkdir()
     corpora = ["--corpus", f"{out['tokenize-byte+pack']}=0.7", "--corpus", f"{out['tokenize-parquet']}=0.3"]
     mixture = [*corpora, "--seq_len", "30", "--output", str(out["plan-mixture"] / "mixture.json")]
-    _quietly(plan_mixture.main, [*mixture, "--tokens", "20000"])
+    _quietly(plan_mixture_job.main, [*mixture, "--tokens", "20000"])
 
     out["clean"] = root / "documents"
     copies = _settle(_write_copies(root / "copies"))
