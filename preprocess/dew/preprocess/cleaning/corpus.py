@@ -27,8 +27,7 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.formats import Meta, Shard
-from dew.preprocess import commit, progress
-from dew.preprocess import read_documents as documents
+from dew.preprocess import commit, progress, read_documents
 from dew.preprocess.cleaning import minhash
 from dew.preprocess.cleaning.against import ReadAgainst
 from dew.preprocess.cleaning.components import ConnectedComponents
@@ -297,7 +296,9 @@ class CleanCorpus(beam.PTransform):
             | "FirstExamples" >> beam.CombinePerKey(min)
         )
         tallies = beam.pvalue.AsSingleton(
-            read[STATS_TAG] | "AllTallies" >> beam.combiners.ToList() | "Tally" >> beam.Map(documents.merge_tallies)
+            read[STATS_TAG]
+            | "AllTallies" >> beam.combiners.ToList()
+            | "Tally" >> beam.Map(read_documents.merge_tallies)
         )
         return (
             shards
@@ -327,11 +328,11 @@ def clean_stats(
     """stats.json: documents in, written (and of those, `documents_edited`: written with the text C4's line
     removal left, not the text read), and removed by reason, with the first removal of each (in source
     order) as an example; refuses a run whose books do not balance."""
-    dropped = {reason: tallies[reason] for reason in documents.DROP_REASONS}
+    dropped = {reason: tallies[reason] for reason in read_documents.DROP_REASONS}
     dropped.update({reason: 0 for reason in (*quality_reasons(plan), *DUPLICATE_REASONS)})
     for reason, count in reasons:
         dropped[reason] = dropped.get(reason, 0) + count
-    found = dict(tallies[documents.EXAMPLES])
+    found = dict(tallies[read_documents.EXAMPLES])
     for reason, (source, row, doc_id, of_id, of_in) in examples:
         found[reason] = {"path": source, "row": row, "id": doc_id}
         if of_id is not None:
@@ -345,7 +346,7 @@ def clean_stats(
         "dropped": dict(sorted(dropped.items())),
         "drop_examples": dict(sorted(found.items())),
         "files_unreadable": tallies["files_unreadable"],
-        "damaged_inputs": tallies[documents.DAMAGED],
+        "damaged_inputs": tallies[read_documents.DAMAGED],
         "removal_tables": dict(sorted(tables)),
         "splits": commit.split_stats(meta, "documents"),
         "fingerprint": meta.fingerprint(),
