@@ -206,8 +206,11 @@ def prepare(pool_map: PoolMap, needs: Sequence[tuple[RangedShard, Iterable[int]]
     with the groups near its end, at once), then every other group missing and not in flight, by runs,
     together; then waits for those other reads are fetching (and raises what failed them)."""
     wanted = [(_Layout(shard), {b // group_blocks(shard.block_bytes) for b in blocks}) for shard, blocks in needs]
-    tops = pool_map(lambda item: _top(*item), wanted)
     lru = cache()
+    held_tops = [lru.get((layout.shard.key, _TOP)) for layout, _ in wanted]
+    unread = [item for item, top in zip(wanted, held_tops, strict=True) if top is None]  # no hand-off if none
+    fetched = iter(pool_map(lambda item: _top(*item), unread) if unread else [])
+    tops = [top if top is not None else next(fetched) for top in held_tops]
     runs: list[tuple[_Layout, np.ndarray, tuple[int, int], dict[int, _Flight]]] = []
     claimed: list[tuple[str, dict[int, _Flight]]] = []
     waits: list[_Flight] = []
