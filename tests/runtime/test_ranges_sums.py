@@ -157,8 +157,14 @@ def _two_reads_of_one_group(monkeypatch, uri: str, start: int, damage: bool = Fa
     assert entered.wait(timeout=60), "the first read asked for its group"
     second = threading.Thread(target=read, args=(1,))
     second.start()
+
+    def waiting() -> bool:
+        lru = block_sums.cache()
+        with lru.lock:
+            return any(flight.waiters for flight in lru.flights.values())
+
     # Until the second read has made its move, whichever it is: its own request, or a wait on the first's.
-    while asked[0] < 2 and second.is_alive() and not any(f.waiters for f in block_sums.cache().flights.values()):
+    while asked[0] < 2 and second.is_alive() and not waiting():
         time.sleep(0.01)
     go.set()
     first.join(timeout=120)
