@@ -254,8 +254,10 @@ def _measure(scratch: str, uri: str, whole: str, corpus: int, latency: float, lo
     return (
         f"{where:>6}: first batch {first / batch_bytes:.2f}x its bytes (+ {index / 1e3:.0f} kB of block "
         f"indexes; whole shards: {whole_first / batch_bytes:.0f}x) | epoch, cache corpus/5: "
-        f"{epoch.bytes / epoch.asked:.2f}x the windows' bytes fetched, disk held at most {most / budget:.2f}x the "
-        f"budget | steady {rate / 1e6:.2f} M tokens/s = {rate / local_rate:.3f}x local ({requests:.0f} requests/s)"
+        f"{epoch.bytes / epoch.asked:.2f}x the windows' bytes fetched "
+        f"({(epoch.bytes + _index_bytes(epoch)) / epoch.asked:.2f}x with the indexes), disk held at most "
+        f"{most / budget:.2f}x the budget | steady {rate / 1e6:.2f} M tokens/s = {rate / local_rate:.3f}x local "
+        f"({requests:.0f} requests/s)"
     )
 
 
@@ -354,15 +356,16 @@ def _measure_images(scratch: str, local: str, uri: str, whole: str, latency: flo
     first, index = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - index
     budget = corpus // 5
     _fresh_cache(scratch, budget)
-    before = ranges.FETCHED.bytes
+    before, indexes = ranges.FETCHED.bytes, _index_bytes(ranges.FETCHED)
     rate, most = _image_epoch(uri)
-    epoch = ranges.FETCHED.bytes - before
+    epoch, indexes = ranges.FETCHED.bytes - before, _index_bytes(ranges.FETCHED) - indexes
     where = f"{latency * 1000:.0f} ms" if latency else "direct"
     record_bytes = int(chunks[batch].sum())
     return (
         f"{where:>6} images: first batch {first / record_bytes:.2f}x its records' bytes (+ {index / 1e3:.0f} kB of "
         f"indexes; whole shards: {whole_first / record_bytes:.0f}x) | epoch, cache corpus/5: {epoch / corpus:.2f}x "
-        f"the corpus fetched, disk held at most {most / budget:.2f}x the budget, {rate:.0f} records/s = "
+        f"the corpus fetched ({(epoch + indexes) / corpus:.2f}x with the indexes), disk held"
+        f" at most {most / budget:.2f}x the budget, {rate:.0f} records/s = "
         f"{rate / local_records:.3f}x local"
     )
 

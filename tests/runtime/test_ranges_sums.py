@@ -5,6 +5,8 @@ holds stay under $DEW_CHECKSUM_BYTES, and a corpus of the older, flat layout rea
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -125,3 +127,69 @@ def test_a_blocks_file_cut_short_is_refused_naming_the_shard(gcs_emulator, cache
         f.write(flat)
     with pytest.raises((formats.DamagedError, OSError), match=rf"{NAME}\.blocks"):
         TokenBytes(uri)[0:10]
+
+
+def _two_reads_of_one_group(monkeypatch, uri: str, start: int, damage: bool = False) -> list[object]:
+    """Two threads read the same window of a shard whose top level is held: the first one's request for
+    the window's group is held back until the second has either asked for it too or is waiting on it."""
+    entered, go, asked = threading.Event(), threading.Event(), [0]
+    real = block_sums._get_range
+
+    def held_back(where: str, lo: int, hi: int) -> bytes:
+        body = real(where, lo, hi)
+        asked[0] += 1
+        entered.set()
+        if asked[0] == 1:
+            go.wait(timeout=60)
+        return bytes([body[0] ^ 0xFF]) + body[1:] if damage else body
+
+    monkeypatch.setattr(block_sums, "_get_range", held_back)
+    tokens, out = TokenBytes(uri), [None, None]
+
+    def read(i: int) -> None:
+        try:
+            out[i] = tokens[start : start + 300]
+        except Exception as error:  # what each reader got, data or error, is the test's subject
+            out[i] = error
+
+    first = threading.Thread(target=read, args=(0,))
+    first.start()
+    assert entered.wait(timeout=60), "the first read asked for its group"
+    second = threading.Thread(target=read, args=(1,))
+    second.start()
+
+    def waiting() -> bool:
+        lru = block_sums.cache()
+        with lru.lock:
+            return any(flight.waiters for flight in lru.flights.values())
+
+    # Until the second read has made its move, whichever it is: its own request, or a wait on the first's.
+    while asked[0] < 2 and second.is_alive() and not waiting():
+        time.sleep(0.01)
+    go.set()
+    first.join(timeout=120)
+    second.join(timeout=120)
+    return out
+
+
+def test_reads_of_one_group_at_once_fetch_it_once(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    local, uri = _corpus(tmp_path, "sums-shared")
+    near = TokenBytes(local)
+    TokenBytes(uri)[0:10]  # the top level (and group 0) held
+    start = 20 * IDS_PER_GROUP + 100
+    before = _counts()
+    got = _two_reads_of_one_group(monkeypatch, uri, start)
+    for tokens in got:
+        np.testing.assert_array_equal(tokens, near[start : start + 300])
+    assert _counts()[2:] == (before[2] + 1, before[3] + 1024), "one request for the group, the other read waited"
+
+
+def test_a_read_waiting_on_a_group_gets_the_fetch_s_error(gcs_emulator, cache, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    _, uri = _corpus(tmp_path, "sums-shared-bad")
+    TokenBytes(uri)[0:10]
+    before = _counts()
+    got = _two_reads_of_one_group(monkeypatch, uri, 20 * IDS_PER_GROUP + 100, damage=True)
+    for error in got:
+        assert isinstance(error, formats.DamagedError) and "checksum group 20" in str(error), error
+    assert _counts()[2] == before[2] + 3, "the first read's three tries, none of the waiting read's own"

@@ -12,7 +12,9 @@ top level, the top level each group, each group its blocks. A reader fetches the
 once (with the groups near it, in the same request), then only the groups covering the blocks it needs,
 runs of them coalesced, each checked before any of its checksums is used. Checked top levels and groups
 are kept in one least-recently-used cache a process of at most $DEW_CHECKSUM_BYTES (default 32 MiB);
-what it evicted is fetched (and checked) again when needed.
+what it evicted is fetched (and checked) again when needed. A group is fetched by one request at a time:
+a read that needs a group another read is fetching waits for that fetch, and gets its checksums or its
+error, rather than asking again.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,14 +64,57 @@ def limit() -> int:
     return int(os.environ.get(CHECKSUM_BYTES_ENV, _DEFAULT_LIMIT))
 
 
+class _Flight:
+    """One fetch of a group in flight: the read that claimed it settles it, reads needing it meanwhile wait."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.waiters = 0  # reads waiting on it (under the cache's lock)
+
+    def wait(self, lock: threading.Lock) -> None:
+        with lock:
+            self.waiters += 1
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+
+
 class _Lru:
     """Checked top levels and groups by (shard key, group), least recently used evicted first; the newest
-    is kept even when it alone is over the limit."""
+    is kept even when it alone is over the limit. `flights`: the groups being fetched now, by whom."""
 
     def __init__(self) -> None:
         self.items: collections.OrderedDict[tuple[str, int], np.ndarray] = collections.OrderedDict()
         self.held = 0
         self.lock = threading.Lock()
+        self.flights: dict[tuple[str, int], _Flight] = {}
+
+    def claim(self, key: str, groups: Iterable[int]) -> tuple[dict[int, _Flight], dict[int, _Flight]]:
+        """Of `groups` not held: those the caller is to fetch (now in flight under its claim), and those
+        other reads have in flight, with their fetches."""
+        mine: dict[int, _Flight] = {}
+        theirs: dict[int, _Flight] = {}
+        with self.lock:
+            for group in groups:
+                if (key, group) in self.items:
+                    self.items.move_to_end((key, group))
+                elif (flight := self.flights.get((key, group))) is not None:
+                    theirs[group] = flight
+                else:
+                    mine[group] = self.flights[(key, group)] = _Flight()
+        return mine, theirs
+
+    def settle(self, key: str, claims: dict[int, _Flight], error: BaseException | None) -> None:
+        """Ends the claims still open of `claims`: their waiters go on, with `error` if one."""
+        ended = []
+        with self.lock:
+            for group, flight in claims.items():
+                if self.flights.get((key, group)) is flight:
+                    ended.append(self.flights.pop((key, group)))
+        for flight in ended:
+            flight.error = error
+            flight.done.set()
 
     def get(self, key: tuple[str, int]) -> np.ndarray | None:
         with self.lock:
@@ -139,8 +184,13 @@ def block_crcs(shard: RangedShard, first: int, last: int) -> list[int]:
             layout = _Layout(shard)
             top = _top(layout, {group})
             sums = cache().get((shard.key, group))
-            if sums is None:
-                _fetch(layout, top, [(group, group)])
+            if sums is None:  # fetched here, in a thread of the pool: a fetch in flight is not waited for
+                lru = cache()
+                mine, _ = lru.claim(shard.key, [group])
+                try:
+                    _fetch(layout, top, [(group, group)])
+                finally:
+                    lru.settle(shard.key, mine, None)
                 sums = cache().get((shard.key, group))
             assert sums is not None
         base = group * per_group
@@ -153,23 +203,51 @@ PoolMap = Callable[[Callable[[Any], Any], Iterable[Any]], list[Any]]  # [work(it
 
 def prepare(pool_map: PoolMap, needs: Sequence[tuple[RangedShard, Iterable[int]]]) -> None:
     """Makes the checksums of the blocks each shard needs held: the top levels not held first (each
-    with the groups near its end, at once), then every other group missing, by runs, together."""
+    with the groups near its end, at once), then every other group missing and not in flight, by runs,
+    together; then waits for those other reads are fetching (and raises what failed them)."""
     wanted = [(_Layout(shard), {b // group_blocks(shard.block_bytes) for b in blocks}) for shard, blocks in needs]
-    tops = pool_map(lambda item: _top(*item), wanted)
-    runs: list[tuple[_Layout, np.ndarray, tuple[int, int]]] = []
+    lru = cache()
+    held_tops = [lru.get((layout.shard.key, _TOP)) for layout, _ in wanted]
+    unread = [item for item, top in zip(wanted, held_tops, strict=True) if top is None]  # no hand-off if none
+    fetched = iter(pool_map(lambda item: _top(*item), unread) if unread else [])
+    tops = [top if top is not None else next(fetched) for top in held_tops]
+    runs: list[tuple[_Layout, np.ndarray, tuple[int, int], dict[int, _Flight]]] = []
+    claimed: list[tuple[str, dict[int, _Flight]]] = []
+    waits: list[_Flight] = []
     for (layout, groups), top in zip(wanted, tops, strict=True):
-        missing = sorted(g for g in groups if cache().get((layout.shard.key, g)) is None)
-        runs.extend((layout, top, run) for run in _runs(layout, missing))
-    pool_map(lambda run: _fetch(run[0], run[1], [run[2]]), runs)
+        mine, theirs = lru.claim(layout.shard.key, sorted(groups))
+        claimed.append((layout.shard.key, mine))
+        waits.extend(theirs.values())
+        for run in _runs(layout, sorted(mine), theirs):
+            runs.append((layout, top, run, {g: mine[g] for g in range(run[0], run[1] + 1) if g in mine}))
+
+    def fetch(run: tuple[_Layout, np.ndarray, tuple[int, int], dict[int, _Flight]]) -> None:
+        layout, top, groups, claims = run
+        try:
+            _fetch(layout, top, [groups])
+        except BaseException as error:
+            lru.settle(layout.shard.key, claims, error)
+            raise
+        lru.settle(layout.shard.key, claims, None)
+
+    try:
+        pool_map(fetch, runs)
+    finally:  # a run never started (this read's stream closed, another run failed): its waiters fetch it
+        for key, mine in claimed:
+            lru.settle(key, mine, None)
+    for flight in waits:
+        flight.wait(lru.lock)
 
 
-def _runs(layout: _Layout, groups: list[int]) -> list[tuple[int, int]]:
-    """Sorted groups as (first, last) runs, joined across gaps of under _GAP bytes, each under _MAX_RUN."""
+def _runs(layout: _Layout, groups: list[int], flying: Container[int] = ()) -> list[tuple[int, int]]:
+    """Sorted groups as (first, last) runs, joined across gaps of under _GAP bytes holding no group of
+    `flying` (another read's fetch has it), each under _MAX_RUN."""
     runs: list[tuple[int, int]] = []
     for group in groups:
         if runs:
             lo, gap = layout.span(runs[-1][0])[0], layout.span(group)[0] - layout.span(runs[-1][1])[1]
-            if gap <= _GAP and layout.span(group)[1] - lo <= _MAX_RUN:
+            near = gap <= _GAP and layout.span(group)[1] - lo <= _MAX_RUN
+            if near and not any(g in flying for g in range(runs[-1][1] + 1, group)):
                 runs[-1] = (runs[-1][0], group)
                 continue
         runs.append((group, group))

@@ -109,28 +109,39 @@ def charge(block_bytes: int, page: int, blocks: Iterable[int]) -> int:
     records. Exact for blocks of the filesystem's size; a smaller block costs the filesystem block it
     lies in, which its neighbours in it then share."""
     fs, first = _fs_block(), page * page_blocks(block_bytes)
-    touched: set[int] = set()
-    for bit in blocks:
-        lo = (first + bit) * block_bytes
-        touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
-    if not touched:
+    if fs % block_bytes == 0:  # each block lies in one filesystem block, which `per` blocks share
+        per = fs // block_bytes
+        count = len({(first + bit) // per for bit in blocks})
+    elif block_bytes % fs == 0:  # each block is block_bytes // fs filesystem blocks of its own
+        count = len(set(blocks)) * (block_bytes // fs)
+    else:
+        touched: set[int] = set()
+        for bit in blocks:
+            lo = (first + bit) * block_bytes
+            touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
+        count = len(touched)
+    if not count:
         return 0
     lo = first * block_bytes
     spanned = (lo + page_blocks(block_bytes) * block_bytes - 1) // fs - lo // fs + 1
-    return len(touched) * fs + _EXTENT * ((spanned + 1) // 2 + 1)
+    return count * fs + _EXTENT * ((spanned + 1) // 2 + 1)
 
 
 def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
     """The blocks of each of `pages` of mirror `path` the ledger says are held, by page (each block is
     still checked as it is read)."""
     pages = sorted(set(pages))
-    found: dict[int, set[int]] = {page: set() for page in pages}
+    rows = _rows(_ledger(), path, pages)
+    return {page: _blocks_of(rows[page][0]) if page in rows else set() for page in pages}
+
+
+def _rows(ledger: sqlite3.Connection, path: str, pages: list[int]) -> dict[int, tuple[bytes, int]]:
+    """The ledger's (mask, bytes) of each of `pages` of mirror `path` it has a row for."""
+    found: dict[int, tuple[bytes, int]] = {}
     for lo in range(0, len(pages), 500):
         chunk = pages[lo : lo + 500]
-        marks = ",".join("?" * len(chunk))
-        query = f"SELECT page, mask FROM pages WHERE path = ? AND page IN ({marks})"
-        for page, mask in _ledger().execute(query, (path, *chunk)):
-            found[page] = _blocks_of(mask)
+        query = f"SELECT page, mask, bytes FROM pages WHERE path = ? AND page IN ({','.join('?' * len(chunk))})"
+        found.update((page, (mask, size)) for page, mask, size in ledger.execute(query, (path, *chunk)))
     return found
 
 
@@ -166,9 +177,9 @@ def store(
             per_page = page_blocks(block_bytes[path])
             for block, data in blocks.items():
                 by_page.setdefault(block // per_page, {})[block % per_page] = data
+            rows = _rows(ledger, path, list(by_page))
             for page, new in by_page.items():
-                query = "SELECT mask, bytes FROM pages WHERE path = ? AND page = ?"
-                row = ledger.execute(query, (path, page)).fetchone()
+                row = rows.get(page)
                 have = _blocks_of(row[0]) if row else set()
                 after = have | set(new)
                 held = charge(block_bytes[path], page, after)
@@ -183,6 +194,7 @@ def store(
         evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
         total -= evicted
         unregistered = {path for path, slot, *_ in plan if slot is None}
+        written: set[tuple[str, int]] = set()
         for path, slot, new, after, held, cost in plan:
             if total + cost > budget or (slot is not None and path in unregistered):
                 continue  # larger than what the budget leaves: served from memory, not cached
@@ -192,13 +204,14 @@ def store(
                 total += cost
                 continue
             _write(path, block_bytes[path], slot, new)
+            written.add((path, slot))
             ledger.execute(
                 "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                 (path, slot, _mask(after, block_bytes[path]), held, now),
             )
             total += cost
-        for path, page in keep:
-            ledger.execute("UPDATE pages SET used = ? WHERE path = ? AND page = ?", (now, path, page))
+        stale = [(now, path, page) for path, page in keep if (path, page) not in written]  # written say `now`
+        ledger.executemany("UPDATE pages SET used = ? WHERE path = ? AND page = ?", stale)
         ledger.execute("UPDATE total SET bytes = ?", (total,))
         ledger.execute("COMMIT")
     except BaseException:
@@ -268,8 +281,11 @@ def mirror(key: str, name: str, block_bytes: int) -> str:
 
 
 def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # a shard's first blocks: its directory too
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:  # one write a run of adjacent blocks, not one a block
         first, start = page * page_blocks(block_bytes), 0
         run: list[bytes] = []

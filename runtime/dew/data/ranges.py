@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import io
 import os
@@ -91,7 +92,7 @@ class RangedShard:
     def block_bytes(self) -> int:
         return self.shard.block_bytes
 
-    @property
+    @functools.cached_property  # hashed once: every block read and checked asks for it
     def key(self) -> str:
         version = self.shard.sha256 if self.generation is None else f"generation {self.generation}"
         return hashlib.sha256(f"{self.uri}\0{version}".encode()).hexdigest()[:24]
