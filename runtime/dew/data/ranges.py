@@ -215,13 +215,16 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
     size = shard.block_bytes
     lo, hi = first * size, min(shard.shard.bytes, (last + 1) * size)
     target = http_ranges.target(shard.uri, shard.generation)
-    failures = [0]
+    failures, misses = [0], [0]
 
     def attempt() -> dict[int, bytes]:
         try:
             body = remote.get_range(shard.uri, target, lo, hi)
-        except BaseException:
+        except BaseException as error:
             FETCHED.add(requests=1)
+            misses[0] += 1
+            if shard.generation is None:  # a raw file is read at its generation, which never changes
+                remote.refuse_if_resized(shard.uri, shard.shard.bytes, error, misses[0])
             raise
         FETCHED.add(requests=1, bytes=len(body))
         blocks = {first + i: bytes(body[at : at + size]) for i, at in enumerate(range(0, hi - lo, size))}
@@ -240,6 +243,11 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
     try:
         return remote._retrying(shard.uri, attempt)
     except FileNotFoundError:
+        if shard.generation is not None:
+            raise FileNotFoundError(
+                f"{shard.uri}: generation {shard.generation}, which this process began reading, is gone: the "
+                "file was overwritten or deleted since; read it again from a new process"
+            ) from None
         raise FileNotFoundError(f"{shard.uri} is listed in meta.json but missing; {remote.OVERWRITE}") from None
 
 
