@@ -150,8 +150,10 @@ def is_ranged(shard: formats.Shard) -> bool:
     return wanted and bool(shard.block_bytes) and known and integrity.has_crc32c()
 
 
-def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
-    """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first."""
+def read(requests: Sequence[tuple[RangedShard, int, int]], *, fresh: bool = False) -> list[bytes]:
+    """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first; `fresh`: every
+    block fetched again, none taken from the cache (which is rewritten with them), for a reader that
+    refused what it read (a raw file's blocks have no checksum here: a body that lied is kept otherwise)."""
     need: dict[RangedShard, set[int]] = {}
     FETCHED.add(asked=sum(hi - lo for _, lo, hi in requests))
     for shard, lo, hi in requests:
@@ -172,7 +174,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
         path, per_page = shard.mirror(), blockcache.page_blocks(shard.block_bytes)
         pages = blockcache.held_pages(path, (b // per_page for b in blocks))
         touched[path] = set(pages)
-        held = [b for b in blocks if b % per_page in pages[b // per_page]]
+        held = [] if fresh else [b for b in blocks if b % per_page in pages[b // per_page]]
         cached = blockcache.read_blocks(path, held, shard.block_bytes)
         got[shard] = {b: data for b, data in cached.items() if shard.good(b, data)}
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
