@@ -23,7 +23,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Self
 
-Kind = Literal["429", "503", "reset", "slow", "truncate"]
+Kind = Literal["429", "503", "reset", "slow", "truncate", "corrupt"]
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -43,7 +43,8 @@ class Fault:
 
     429 carries Retry-After: `retry_after`; reset and truncate send `fraction` of the body (a reset ends
     with a TCP RST, a truncation with a clean close while Content-Length promised more); slow sends the
-    whole body in `pieces` with `pause` seconds between them.
+    whole body in `pieces` with `pause` seconds between them; corrupt sends the whole body, framed as
+    the real one (its status, its length), with the byte at `fraction` of it flipped.
     """
 
     kind: Kind
@@ -182,6 +183,9 @@ class FaultProxy(LocalServer):
                 proxy.link.pace(len(data))
                 if fault is None:
                     self.wfile.write(data)
+                elif fault.kind == "corrupt":
+                    at = min(len(data) - 1, int(len(data) * fault.fraction))
+                    self.wfile.write(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :] if data else data)
                 elif fault.kind == "slow":
                     step = max(1, -(-len(data) // fault.pieces))
                     for start in range(0, len(data), step):

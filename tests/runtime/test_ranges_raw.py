@@ -90,3 +90,21 @@ def test_ranges_off_reads_a_raw_set_whole_with_the_same_batches(gcs_emulator, ca
     batch = np.array([3, 25, 7])
     assert far.read_batch(batch)["pad"] == near.read_batch(batch)["pad"]
     assert _fetched() == before, "nothing was read by range"
+
+
+def test_a_lying_206_on_a_raw_file_is_fetched_again_not_kept_in_the_cache(
+    gcs_faults, cache, tmp_path, monkeypatch
+) -> None:
+    from tests.gcs_faults import Fault
+
+    monkeypatch.setenv("DEW_GCS_REQUESTS", "1")  # one request at a time, so the lie lands on one chunk's range
+    local, uri, _ = _raw_set(tmp_path, "raw-lying", ["group_size:1,uncompressed"], each=30)
+    near, far = _open(local, 1), _open(uri, 1)
+    assert far.read_batch(np.array([0, 1]))["pad"] == near.read_batch(np.array([0, 1]))["pad"]
+    # No checksum of its own beside it: the reader's Riegeli hashes refuse the bytes, which must then be
+    # fetched again rather than read back from the host's block cache they were stored in.
+    gcs_faults.inject(Fault("corrupt", path=r"00000\.array_record\?alt=media&generation=", ranged=True))
+    batch = np.array([17, 5, 23])
+    assert far.read_batch(batch)["pad"] == near.read_batch(batch)["pad"]
+    assert not gcs_faults.pending(), "the lie was met"
+    assert _open(uri, 1).read_batch(batch)["pad"] == near.read_batch(batch)["pad"], "and not kept"

@@ -133,8 +133,8 @@ def test_a_page_punched_out_between_fetch_and_read_costs_a_refetch_never_a_wrong
     far = _records(uri)
     real, punched = ranges.read, []
 
-    def read_then_evict(requests):
-        out = real(requests)
+    def read_then_evict(requests, **how):
+        out = real(requests, **how)
         if not punched:  # as another worker's eviction would, the ledger left saying the pages are held
             for shard in {s for s, _, _ in requests}:
                 pages = os.path.getsize(shard.mirror()) // (BLOCK * blockcache.page_blocks(BLOCK)) + 1

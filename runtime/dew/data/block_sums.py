@@ -280,10 +280,15 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
     first, last = runs[0] if runs else (layout.groups, layout.groups - 1)
     lo = layout.span(first)[0] if runs else layout.top_at
     hi = layout.top_at + 4 * layout.groups if top is None else layout.span(last)[1]
-    failures = [0]
+    failures, misses = [0], [0]
 
     def attempt() -> np.ndarray:
-        body = _get_range(layout.uri, lo, hi)
+        try:
+            body = _get_range(layout.uri, lo, hi)
+        except BaseException as error:
+            misses[0] += 1
+            remote.refuse_if_resized(layout.uri, layout.top_at + 4 * layout.groups, error, misses[0])
+            raise
         if len(body) != hi - lo:  # a .blocks shorter than its shard's checksums
             return _damaged(failures, f"{layout.uri}: bytes {lo}-{hi - 1} answered with {len(body)} of {hi - lo}")
         if top is None:

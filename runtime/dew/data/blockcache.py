@@ -10,6 +10,11 @@ at once even while another process has the mirror open) until the new blocks fit
 $DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never hold more than the
 budget, with no directory walk, and no evicted file lingering open.
 
+A store writes its blocks while it holds the ledger's write lock, and names the pages it is writing
+in a journal beside the ledger first: a process killed between its writes and its commit leaves blocks
+on disk that its lost transaction never counted, and the next store (of any process: it holds the lock,
+so the journal's writer is gone) punches out those pages and drops their rows before it plans its own.
+
 Nothing read from a mirror is trusted: every block is checked against its recorded crc32c as it is
 read (a punched block reads as zeros and fails), so an eviction racing a read costs a refetch, never a
 wrong byte. The ledger charges a page the filesystem blocks its held blocks touch (a block smaller than
@@ -20,8 +25,10 @@ stays within what it counts.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import json
 import os
 import threading
 import time
@@ -168,6 +175,7 @@ def store(
     ledger = _ledger()
     ledger.execute("BEGIN IMMEDIATE")
     try:
+        _recover(ledger)
         keep = {(path, page) for path, pages in touched.items() for page in pages}
         keep |= {(path, b // page_blocks(block_bytes[path])) for path, blocks in writes.items() for b in blocks}
         plan: list[tuple[str, int | None, dict[int, bytes], set[int], int, int]] = []
@@ -195,6 +203,10 @@ def store(
         total -= evicted
         unregistered = {path for path, slot, *_ in plan if slot is None}
         written: set[tuple[str, int]] = set()
+        journal = [(path, slot) for path, slot, *_ in plan if slot is not None]
+        if journal:
+            with open(_journal(), "w") as f:  # before the first write: what a kill from here on leaves
+                json.dump(journal, f)
         for path, slot, new, after, held, cost in plan:
             if total + cost > budget or (slot is not None and path in unregistered):
                 continue  # larger than what the budget leaves: served from memory, not cached
@@ -215,9 +227,36 @@ def store(
         ledger.execute("UPDATE total SET bytes = ?", (total,))
         ledger.execute("COMMIT")
     except BaseException:
-        ledger.execute("ROLLBACK")
+        ledger.execute("ROLLBACK")  # the journal stays: the next store frees what this one wrote
         raise
+    if journal:
+        os.unlink(_journal())
     return evicted
+
+
+def _journal() -> str:
+    return os.path.join(remote.blocks_dir(), "writing.json")
+
+
+def _recover(ledger: sqlite3.Connection) -> None:
+    """Under the write lock: punches out the pages a store that never finished (killed, or its commit
+    failed) was writing, and drops their rows, so the mirrors hold nothing the ledger does not count.
+    A page it wrote and committed before it was killed is dropped too: a refetch, never a wrong byte."""
+    try:
+        with open(_journal()) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return
+    pages: list[tuple[str, int]] = []
+    with contextlib.suppress(ValueError):  # cut short as it was written: killed before any page was
+        pages = [(str(path), int(page)) for path, page in json.loads(text)]
+    for path, page in pages:
+        _punch(path, page)
+        row = ledger.execute("SELECT bytes FROM pages WHERE path = ? AND page = ?", (path, page)).fetchone()
+        if row is not None:
+            ledger.execute("DELETE FROM pages WHERE path = ? AND page = ?", (path, page))
+            ledger.execute("UPDATE total SET bytes = bytes - ?", (row[0],))
+    os.unlink(_journal())
 
 
 def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) -> int:
@@ -325,6 +364,6 @@ def allocated() -> int:
     total = 0
     for directory, _, names in os.walk(remote.blocks_dir()):
         for name in names:
-            if not name.startswith("ledger.sqlite"):
+            if not name.startswith("ledger.sqlite") and name != "writing.json":
                 total += os.stat(os.path.join(directory, name)).st_blocks * 512
     return total

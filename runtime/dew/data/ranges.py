@@ -150,8 +150,10 @@ def is_ranged(shard: formats.Shard) -> bool:
     return wanted and bool(shard.block_bytes) and known and integrity.has_crc32c()
 
 
-def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
-    """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first."""
+def read(requests: Sequence[tuple[RangedShard, int, int]], *, fresh: bool = False) -> list[bytes]:
+    """The bytes [lo, hi) of each (shard, lo, hi), every block they lie in checked first; `fresh`: every
+    block fetched again, none taken from the cache (which is rewritten with them), for a reader that
+    refused what it read (a raw file's blocks have no checksum here: a body that lied is kept otherwise)."""
     need: dict[RangedShard, set[int]] = {}
     FETCHED.add(asked=sum(hi - lo for _, lo, hi in requests))
     for shard, lo, hi in requests:
@@ -172,7 +174,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]]) -> list[bytes]:
         path, per_page = shard.mirror(), blockcache.page_blocks(shard.block_bytes)
         pages = blockcache.held_pages(path, (b // per_page for b in blocks))
         touched[path] = set(pages)
-        held = [b for b in blocks if b % per_page in pages[b // per_page]]
+        held = [] if fresh else [b for b in blocks if b % per_page in pages[b // per_page]]
         cached = blockcache.read_blocks(path, held, shard.block_bytes)
         got[shard] = {b: data for b, data in cached.items() if shard.good(b, data)}
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
@@ -215,13 +217,16 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
     size = shard.block_bytes
     lo, hi = first * size, min(shard.shard.bytes, (last + 1) * size)
     target = http_ranges.target(shard.uri, shard.generation)
-    failures = [0]
+    failures, misses = [0], [0]
 
     def attempt() -> dict[int, bytes]:
         try:
             body = remote.get_range(shard.uri, target, lo, hi)
-        except BaseException:
+        except BaseException as error:
             FETCHED.add(requests=1)
+            misses[0] += 1
+            if shard.generation is None:  # a raw file is read at its generation, which never changes
+                remote.refuse_if_resized(shard.uri, shard.shard.bytes, error, misses[0])
             raise
         FETCHED.add(requests=1, bytes=len(body))
         blocks = {first + i: bytes(body[at : at + size]) for i, at in enumerate(range(0, hi - lo, size))}
@@ -240,6 +245,11 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
     try:
         return remote._retrying(shard.uri, attempt)
     except FileNotFoundError:
+        if shard.generation is not None:
+            raise FileNotFoundError(
+                f"{shard.uri}: generation {shard.generation}, which this process began reading, is gone: the "
+                "file was overwritten or deleted since; read it again from a new process"
+            ) from None
         raise FileNotFoundError(f"{shard.uri} is listed in meta.json but missing; {remote.OVERWRITE}") from None
 
 

@@ -123,9 +123,9 @@ class ShardReaders:
             self._fetch({file: wanted})
         return self._read(file, wanted, ordered=True) if hi > lo else []
 
-    def _fetch(self, wanted: dict[int, np.ndarray]) -> None:
+    def _fetch(self, wanted: dict[int, np.ndarray], *, fresh: bool = False) -> None:
         """Brings into the block cache, in one read, the open ranges of the ranged shards among `wanted`
-        not yet open here and the chunks of their wanted records."""
+        not yet open here and the chunks of their wanted records (`fresh`: fetched again, cached or not)."""
         ranged = {f: s for f in wanted if (s := self._ranged(f)) is not None}
         if not ranged:
             return
@@ -137,7 +137,7 @@ class ShardReaders:
             if file not in self._open:
                 requests += [(shard, lo, hi) for lo, hi in index.opens]
             requests += [(shard, lo, hi) for lo, hi in index.ranges(np.unique(wanted[file]))]
-        ranges.read(requests)
+        ranges.read(requests, fresh=fresh)
 
     def _reader(self, file: int) -> _Open:
         held = self._open.get(file)
@@ -179,15 +179,21 @@ class ShardReaders:
                 raise formats.DamagedError(
                     f"{self.files[file]}: records cannot be read ({error}); the shard is corrupt"
                 ) from None
-            # Read from the cache: a page may have been punched out since the fetch. Fetch and open again.
-            self._fetch({file: wanted})
+            # Read from the cache: a page may have been punched out since the fetch, or (a raw file, whose
+            # blocks have no checksum here) a body damaged on the way kept. Fetch them again and reopen.
+            self._fetch({file: wanted}, fresh=True)
             try:
                 got = _read_sorted(self._reader(file).reader, wanted, ordered=ordered)
             except Exception as again:
+                why = (
+                    "the file has no checksums beside it and its own hashes refused two fetches, so it was written so"
+                    if self.shards is None
+                    else "their blocks passed their crc32c, so either the shard was written so or DEW_CACHE_BYTES "
+                    f"({remote.cache_budget()}) is too small for one batch's records of a shard"
+                )
                 raise formats.DamagedError(
                     f"{self.files[file]}: records {wanted.tolist()[:4]} cannot be read from the block cache even "
-                    f"after a refetch ({again}); their blocks passed their crc32c, so either the shard was written "
-                    f"so or DEW_CACHE_BYTES ({remote.cache_budget()}) is too small for one batch's records of a shard"
+                    f"after a refetch ({again}); {why}"
                 ) from None
         if order is None:
             return got

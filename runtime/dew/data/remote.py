@@ -220,6 +220,27 @@ def get_range(uri: str, target: str, lo: int, hi: int) -> memoryview:
     return client.get(uri, target, lo, hi)
 
 
+def refuse_if_resized(uri: str, committed: int, error: BaseException, failures: int) -> None:
+    """After a range read of `uri` failed (`error`, its `failures`-th): raises DamagedError naming both
+    sizes where the object no longer holds the `committed` bytes meta.json records (cut short, extended
+    or rewritten since its commit), which no retry mends. Asked by one stat, not retried, at a failure
+    no retry answers (an HTTP error) or the second of any other kind, so a throttled read costs no stat;
+    a stat that fails says nothing and the read's own retries go on."""
+    if isinstance(error, FileNotFoundError) or not isinstance(error, (_Transient, OSError)):
+        return
+    if isinstance(error, _Transient) and failures != 2:
+        return
+    try:
+        size = _stat(uri).size
+    except (_Transient, OSError, KeyError, ValueError):
+        return
+    if size != committed:
+        raise DamagedError(
+            f"{uri}: the object now holds {size} bytes, meta.json records {committed}: it was cut short or "
+            f"rewritten since its commit; {OVERWRITE}"
+        ) from error
+
+
 def requests_in_flight() -> int:
     """At most this many range requests of a process are in flight at once: $DEW_GCS_REQUESTS (32)."""
     return max(1, int(os.environ.get("DEW_GCS_REQUESTS", _DEFAULT_REQUESTS)))
