@@ -64,3 +64,59 @@ def test_a_worker_killed_mid_store_leaves_no_uncounted_disk_and_no_page_read_as_
     # The pages it was writing read as the local copy's bytes: fetched again, each block checked.
     np.testing.assert_array_equal(far.spans(theirs, length), near.spans(theirs, length))
     assert blockcache.allocated() <= blockcache.used() <= budget
+
+
+def test_a_finished_stores_journal_is_removed_without_punching_its_pages(cache, monkeypatch) -> None:
+    """Between a store's commit and its removal of its journal another process may store: it must see
+    that journal's number committed and leave the pages it names (counted, good) where they are; and
+    the first store's own removal then finds nothing to remove, which is not an error."""
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(1 << 30))
+    block, first, second = 4096, blockcache.mirror("k", "a.bin", 4096), blockcache.mirror("k", "b.bin", 4096)
+    data = {0: b"a" * block, 1: b"b" * block}
+    real_unlink = os.unlink
+    left: list[str] = []
+
+    def keep_journal(path: str) -> None:  # the first store's writer is slow to remove its journal
+        if os.path.basename(path).startswith("writing-") and not left:
+            left.append(path)
+            with open(path) as f:
+                left.append(f.read())
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "unlink", keep_journal)
+    blockcache.store({first: data}, {first: block}, {})
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    journal, text = left
+    with open(journal, "w") as f:  # as if the first store had not removed it yet
+        f.write(text)
+    held = blockcache.used()
+    blockcache.store({second: data}, {second: block}, {})
+    assert not os.path.exists(journal), "a committed store's journal is removed"
+    assert blockcache.used() == 2 * held, "nothing the finished store wrote was dropped"
+    with open(first, "rb") as f:
+        assert f.read(2 * block) == data[0] + data[1], "its pages were not punched out"
+
+
+def test_a_journal_of_a_store_that_never_committed_is_punched_out(cache, monkeypatch) -> None:
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(1 << 30))
+    block, first, second = 4096, blockcache.mirror("k", "a.bin", 4096), blockcache.mirror("k", "b.bin", 4096)
+    data = {0: b"a" * block}
+    blockcache.store({first: data}, {first: block}, {})
+    before = blockcache.used()
+
+    def killed(path: str, block_bytes: int, page: int, blocks: dict[int, bytes]) -> None:
+        real(path, block_bytes, page, blocks)
+        raise KeyboardInterrupt  # the process dies after its write, before its commit
+
+    real = blockcache._write
+    monkeypatch.setattr(blockcache, "_write", killed)
+    with pytest.raises(KeyboardInterrupt):
+        blockcache.store({first: {1: b"b" * block}}, {first: block}, {})
+    monkeypatch.setattr(blockcache, "_write", real)
+    assert blockcache.used() == before, "the lost store counted nothing"
+    with open(first, "rb") as f:
+        assert f.read(2 * block) == data[0] + b"b" * block, "but its block is on disk"
+    blockcache.store({second: data}, {second: block}, {})
+    assert blockcache.allocated() <= blockcache.used()
+    with open(first, "rb") as f:
+        assert f.read(2 * block) == b"\0" * (2 * block), "the page it wrote into is punched out: a refetch"

@@ -11,9 +11,12 @@ $DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never ho
 budget, with no directory walk, and no evicted file lingering open.
 
 A store writes its blocks while it holds the ledger's write lock, and names the pages it is writing
-in a journal beside the ledger first: a process killed between its writes and its commit leaves blocks
-on disk that its lost transaction never counted, and the next store (of any process: it holds the lock,
-so the journal's writer is gone) punches out those pages and drops their rows before it plans its own.
+in a journal first (journals/writing-N.json, N the store's number, which its transaction
+commits as the ledger's last store): a process killed between its writes and its commit leaves blocks
+on disk that its lost transaction never counted, and the next store (of any process: it holds the lock)
+finds a journal whose number the ledger never committed, punches out those pages and drops their rows
+before it plans its own. A journal whose number did commit is only a finished store's, not yet
+removed by its writer: it is removed, nothing punched.
 
 Nothing read from a mirror is trusted: every block is checked against its recorded crc32c as it is
 read (a punched block reads as zeros and fails), so an eviction racing a read costs a refetch, never a
@@ -68,6 +71,8 @@ CREATE INDEX IF NOT EXISTS pages_used ON pages (used);
 CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS total (id INTEGER PRIMARY KEY CHECK (id = 0), bytes INTEGER);
 INSERT OR IGNORE INTO total VALUES (0, 0);
+CREATE TABLE IF NOT EXISTS stores (id INTEGER PRIMARY KEY CHECK (id = 0), last INTEGER);
+INSERT OR IGNORE INTO stores VALUES (0, 0);
 """
 
 
@@ -175,7 +180,7 @@ def store(
     ledger = _ledger()
     ledger.execute("BEGIN IMMEDIATE")
     try:
-        _recover(ledger)
+        number = _recover(ledger) + 1
         keep = {(path, page) for path, pages in touched.items() for page in pages}
         keep |= {(path, b // page_blocks(block_bytes[path])) for path, blocks in writes.items() for b in blocks}
         plan: list[tuple[str, int | None, dict[int, bytes], set[int], int, int]] = []
@@ -205,8 +210,9 @@ def store(
         written: set[tuple[str, int]] = set()
         journal = [(path, slot) for path, slot, *_ in plan if slot is not None]
         if journal:
-            with open(_journal(), "w") as f:  # before the first write: what a kill from here on leaves
+            with open(_journal(number), "w") as f:  # before the first write: what a kill from here on leaves
                 json.dump(journal, f)
+            ledger.execute("UPDATE stores SET last = ?", (number,))
         for path, slot, new, after, held, cost in plan:
             if total + cost > budget or (slot is not None and path in unregistered):
                 continue  # larger than what the budget leaves: served from memory, not cached
@@ -229,34 +235,63 @@ def store(
     except BaseException:
         ledger.execute("ROLLBACK")  # the journal stays: the next store frees what this one wrote
         raise
-    if journal:
-        os.unlink(_journal())
+    if journal:  # another store may have removed it already, seeing its number committed
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_journal(number))
     return evicted
 
 
-def _journal() -> str:
-    return os.path.join(remote.blocks_dir(), "writing.json")
+_JOURNAL = "writing-"
 
 
-def _recover(ledger: sqlite3.Connection) -> None:
-    """Under the write lock: punches out the pages a store that never finished (killed, or its commit
-    failed) was writing, and drops their rows, so the mirrors hold nothing the ledger does not count.
-    A page it wrote and committed before it was killed is dropped too: a refetch, never a wrong byte."""
+def _journals() -> str:
+    """Their own folder, so that finding them lists a few names, not a mirror folder a shard."""
+    return os.path.join(remote.blocks_dir(), "journals")
+
+
+def _journal(number: int) -> str:
+    os.makedirs(_journals(), exist_ok=True)
+    return os.path.join(_journals(), f"{_JOURNAL}{number}.json")
+
+
+def _recover(ledger: sqlite3.Connection) -> int:
+    """Under the write lock: punches out the pages a store that never committed (killed, or its commit
+    failed) was writing, and drops their rows, so the mirrors hold nothing the ledger does not count;
+    removes the journals of stores that did commit. Returns the last committed store's number."""
+    last = int(ledger.execute("SELECT last FROM stores").fetchone()[0])
     try:
-        with open(_journal()) as f:
-            text = f.read()
+        names = os.listdir(_journals())
     except FileNotFoundError:
-        return
+        return last
+    for name in names:
+        if not (name.startswith(_JOURNAL) and name.endswith(".json")):
+            continue
+        path = os.path.join(_journals(), name)
+        try:
+            number = int(name[len(_JOURNAL) : -len(".json")])
+            with open(path) as f:
+                text = f.read()
+        except (ValueError, FileNotFoundError):
+            continue
+        if number > last:
+            _forget(ledger, text)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    return last
+
+
+def _forget(ledger: sqlite3.Connection, journal: str) -> None:
+    """Punches out and unrecords the pages a journal names (a page it wrote over that held committed
+    blocks loses those too: a refetch, never a wrong byte)."""
     pages: list[tuple[str, int]] = []
     with contextlib.suppress(ValueError):  # cut short as it was written: killed before any page was
-        pages = [(str(path), int(page)) for path, page in json.loads(text)]
+        pages = [(str(path), int(page)) for path, page in json.loads(journal)]
     for path, page in pages:
         _punch(path, page)
         row = ledger.execute("SELECT bytes FROM pages WHERE path = ? AND page = ?", (path, page)).fetchone()
         if row is not None:
             ledger.execute("DELETE FROM pages WHERE path = ? AND page = ?", (path, page))
             ledger.execute("UPDATE total SET bytes = bytes - ?", (row[0],))
-    os.unlink(_journal())
 
 
 def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) -> int:
@@ -364,6 +399,6 @@ def allocated() -> int:
     total = 0
     for directory, _, names in os.walk(remote.blocks_dir()):
         for name in names:
-            if not name.startswith("ledger.sqlite") and name != "writing.json":
+            if not name.startswith(("ledger.sqlite", _JOURNAL)):
                 total += os.stat(os.path.join(directory, name)).st_blocks * 512
     return total
