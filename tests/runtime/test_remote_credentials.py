@@ -171,7 +171,10 @@ def test_a_refresh_that_fails_is_one_clear_error_at_once(serve, monkeypatch, whe
     with pytest.raises(storage_errors.CredentialsFailed, match="could not be refreshed: invalid_grant") as raised:
         remote._retrying(URI, lambda: client.get(URI, target, *RANGE))
     message = str(raised.value)
-    assert message.startswith(f"{URI}: the Revoked credentials") and "gcloud auth application-default login" in message
+    assert (
+        message.startswith(f"{URI}: the Google credentials ({__name__}.Revoked) for reading gs://")
+        and "gcloud auth application-default login" in message
+    )
     assert isinstance(raised.value.__cause__, google_exceptions.RefreshError)
     assert "attempts" not in message and credentials.refreshes == 1, "a failed refresh was tried again"
     assert bearers(server) == ([] if expired else ["Bearer stale"]), "an expired token was sent"
@@ -187,6 +190,8 @@ def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, m
     credentials = Revoked()
     session = google.auth.transport.requests.AuthorizedSession(credentials)
     monkeypatch.setattr(remote, "_SESSION", ((os.getpid(), remote._endpoint()), session))
-    with pytest.raises(storage_errors.CredentialsFailed, match=f"{URI}: the Revoked credentials .* invalid_grant"):
+    with pytest.raises(
+        storage_errors.CredentialsFailed, match=f"{URI}: the Google credentials .*Revoked.* invalid_grant"
+    ):
         remote.read_bytes(URI)
     assert credentials.refreshes == 1 and server.requests == []

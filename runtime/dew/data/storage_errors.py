@@ -78,9 +78,9 @@ def refresh(uri: str, credentials: Any, request: Any) -> None:
 
 
 def credentials_failed(uri: str, credentials: Any, error: BaseException) -> CredentialsFailed:
-    kind = type(credentials).__name__ if credentials is not None else "Google"
+    kind = f" ({type(credentials).__module__}.{type(credentials).__name__})" if credentials is not None else ""
     return CredentialsFailed(
-        f"{uri}: the {kind} credentials for reading gs:// could not be refreshed: {error}. On a TPU or GCE VM "
+        f"{uri}: the Google credentials{kind} for reading gs:// could not be refreshed: {error}. On a TPU or GCE VM "
         "check that the VM's service account still exists and has the storage read scope; elsewhere run "
         "`gcloud auth application-default login` again, or check the key file GOOGLE_APPLICATION_CREDENTIALS "
         "names"
