@@ -127,10 +127,12 @@ class RangeServer(_Listener):
 
 class ConnectProxy(_Listener):
     """An HTTP proxy that answers CONNECT only and relays the tunnel's bytes both ways; `connects` holds
-    each request's head, as lines."""
+    each request's head, as lines. With `refuse` (a status and its reason, "407 Proxy Authentication
+    Required"), it answers the first `times` CONNECTs (every one when None) with that instead."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: str | None = None, times: int | None = None) -> None:
         self.connects: list[list[str]] = []
+        self.refuse, self.times = refuse, times
         super().__init__()
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -144,6 +146,10 @@ class ConnectProxy(_Listener):
         method, where, _ = lines[0].split(" ", 2)
         if method != "CONNECT":
             connection.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        if self.refuse is not None and (self.times is None or len(self.connects) <= self.times):
+            asks = 'Proxy-Authenticate: Basic realm="dew"\r\n' if self.refuse.startswith("407") else ""
+            connection.sendall(f"HTTP/1.1 {self.refuse}\r\n{asks}Content-Length: 0\r\n\r\n".encode())
             return
         host, _, port = where.rpartition(":")
         with socket.create_connection((host, int(port)), timeout=10) as upstream:

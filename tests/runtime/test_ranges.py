@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import blockcache, formats, ranges, remote
+from dew.data import block_sums, blockcache, formats, ranges, remote
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
@@ -25,12 +25,26 @@ def _upload_directory(local: str, uri: str) -> None:
     fs.invalidate_cache()
 
 
-def _corpus(tmp_path, name: str, *, shards: int = 5, docs: int = 40, block_bytes: int = BLOCK) -> tuple[str, str]:
+def _corpus(
+    tmp_path,
+    name: str,
+    *,
+    shards: int = 5,
+    docs: int = 40,
+    block_bytes: int = BLOCK,
+    blocks_version: int = block_sums.BLOCKS_VERSION,
+) -> tuple[str, str]:
     """A committed corpus written locally and copied to gs://: (local directory, gs:// URI)."""
     rng = np.random.default_rng(len(name))
     # Each closed by the eos (0), as the tokenize job writes them: a .bin shard's eos ids are its documents.
     documents = [np.append(rng.integers(1, 60000, rng.integers(50, 400)), 0) for _ in range(docs)]
-    local = write_corpus(str(tmp_path / name), {"train": documents}, shards=shards, block_bytes=block_bytes)
+    local = write_corpus(
+        str(tmp_path / name),
+        {"train": documents},
+        shards=shards,
+        block_bytes=block_bytes,
+        blocks_version=blocks_version,
+    )
     uri = f"gs://{BUCKET}/{name}"
     _upload_directory(local, uri)
     return local, uri
@@ -130,6 +144,38 @@ def test_a_damaged_block_is_refused_naming_shard_and_block(gcs_emulator, cache, 
     np.testing.assert_array_equal(tokens[0:BLOCK], TokenBytes(local)[0:BLOCK])  # blocks 0-1 are intact
     with pytest.raises(formats.DamagedError, match=rf"{name}: block 3 .* fails its crc32c in 3 fetches"):
         tokens[3 * BLOCK // 2 : 3 * BLOCK // 2 + 10]
+
+
+@pytest.mark.parametrize("layout", [block_sums.BLOCKS_VERSION, 1])
+@pytest.mark.parametrize("damaged", [124, 127, 128, 131])
+def test_a_damaged_cached_block_inside_a_run_is_fetched_again_alone(
+    gcs_emulator, cache, tmp_path, layout, damaged
+) -> None:
+    # Blocks 124-131 are one run of the cache's blocks, whose checksums are looked up at once; with the
+    # two-level layout it crosses from checksum group 0 into group 1 (128 blocks of 512 bytes a group).
+    local, uri = _corpus(tmp_path, f"ranges-cached-{layout}-{damaged}", shards=1, docs=300, blocks_version=layout)
+    near, far = TokenBytes(local), TokenBytes(uri)
+    assert far._ranged is not None and len(near) > 132 * BLOCK // 2
+    assert block_sums.group_blocks(BLOCK) == 128
+    ids = slice(124 * BLOCK // 2, 132 * BLOCK // 2)
+    np.testing.assert_array_equal(far[ids], near[ids])
+    before = _fetched()
+    np.testing.assert_array_equal(far[ids], near[ids])
+    assert _fetched()[:2] == before[:2], "all eight served by the cache"
+    (shard,) = far._ranged
+    fd = os.open(shard.mirror(), os.O_RDWR)
+    try:  # same size, one byte of one cached block flipped, the ledger still saying it is held
+        byte = os.pread(fd, 1, damaged * BLOCK + 100)
+        os.pwrite(fd, bytes([byte[0] ^ 0x01]), damaged * BLOCK + 100)
+    finally:
+        os.close(fd)
+    before = _fetched()
+    np.testing.assert_array_equal(far[ids], near[ids])
+    requests, fetched, _ = (a - b for a, b in zip(_fetched(), before, strict=True))
+    assert (requests, fetched) == (1, BLOCK), "the damaged block, and only it, was fetched again"
+    before = _fetched()
+    np.testing.assert_array_equal(far[ids], near[ids])
+    assert _fetched()[:2] == before[:2], "and the cache holds it again, checked"
 
 
 def deleted_open_under(root: str) -> int:

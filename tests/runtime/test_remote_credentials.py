@@ -1,23 +1,26 @@
 """The lean range client's credentials (dew.data.http_ranges), against a server on 127.0.0.1 that checks
 the token: a 401 refreshes the token once and asks again, a server that keeps answering 401 is one
 clear error after that one refresh (never a loop), and expired credentials are refreshed before the
-request is sent. The credentials are a small real google.auth Credentials, the interface the client
-is handed by remote._session (AuthorizedSession.credentials), whose refresh() mints the next token.
+request is sent; a refresh that itself fails is one clear error at once, by either client. The
+credentials are a small real google.auth Credentials, the interface the client is handed by
+remote._session (AuthorizedSession.credentials), whose refresh() mints the next token.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import os
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from dew.data import http_ranges
+from dew.data import http_ranges, remote, storage_errors
 from tests.runtime.http_support import DATA, RangeServer, partial
 
 google_credentials = pytest.importorskip("google.auth.credentials")
+google_exceptions = pytest.importorskip("google.auth.exceptions")
 
 URI = "gs://dew-test/object.bin"
 RANGE = (100, 612)
@@ -147,3 +150,48 @@ def test_reads_that_meet_a_401_together_refresh_the_token_once(serve) -> None:
     assert got == [DATA[slice(*RANGE)]] * readers
     assert credentials.refreshes == 1, "each reader refused refreshed the token again"
     assert sorted(bearers(server)) == ["Bearer stale"] * readers + ["Bearer t1"] * readers
+
+
+class Revoked(Tokens):
+    """Credentials whose refresh fails, as google.auth's does for a revoked grant or a deleted account."""
+
+    def refresh(self, request) -> None:
+        self.refreshes += 1
+        raise google_exceptions.RefreshError("invalid_grant: Token has been expired or revoked.")
+
+
+@pytest.mark.parametrize("when", ["expired", "refused by a 401"])
+def test_a_refresh_that_fails_is_one_clear_error_at_once(serve, monkeypatch, when) -> None:
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    server = serve("t1")
+    expired = when == "expired"
+    credentials = Revoked("old", expiry=_now() - datetime.timedelta(minutes=1)) if expired else Revoked("stale")
+    client = http_ranges.Client(server.url, credentials)
+    target = http_ranges.target(URI, None)
+    with pytest.raises(storage_errors.CredentialsFailed, match="could not be refreshed: invalid_grant") as raised:
+        remote._retrying(URI, lambda: client.get(URI, target, *RANGE))
+    message = str(raised.value)
+    assert (
+        message.startswith(f"{URI}: the Google credentials ({__name__}.Revoked) for reading gs://")
+        and "gcloud auth application-default login" in message
+    )
+    assert isinstance(raised.value.__cause__, google_exceptions.RefreshError)
+    assert "attempts" not in message and credentials.refreshes == 1, "a failed refresh was tried again"
+    assert bearers(server) == ([] if expired else ["Bearer stale"]), "an expired token was sent"
+
+
+def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, monkeypatch) -> None:
+    """Small objects (meta.json) are read by remote's AuthorizedSession, which refreshes on its own."""
+    import google.auth.transport.requests
+
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    server = serve("t1")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+    credentials = Revoked()
+    session = google.auth.transport.requests.AuthorizedSession(credentials)
+    monkeypatch.setattr(remote, "_SESSION", ((os.getpid(), remote._endpoint()), session))
+    with pytest.raises(
+        storage_errors.CredentialsFailed, match=f"{URI}: the Google credentials .*Revoked.* invalid_grant"
+    ):
+        remote.read_bytes(URI)
+    assert credentials.refreshes == 1 and server.requests == []

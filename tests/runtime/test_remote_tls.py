@@ -1,7 +1,8 @@
 """The lean range client (dew.data.http_ranges) over https, for real: a TLS server on 127.0.0.1 whose
 certificate a throwaway CA signed (trustme), found through REQUESTS_CA_BUNDLE as requests would, and the
 same server reached through a proxy by CONNECT (https_proxy, NO_PROXY). Reads return the exact bytes;
-a certificate that does not verify is one clear error, at once, never data and never a retry loop.
+a certificate that does not verify, and a proxy that refuses the tunnel (407, 403), are each one clear
+error, at once, never data and never a retry loop.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dew.data import http_ranges, remote
+from dew.data import http_ranges, remote, storage_errors
 from tests.runtime.http_support import DATA, ConnectProxy, RangeServer
 
 pytest.importorskip("google.cloud.storage")
@@ -139,5 +140,58 @@ def test_no_proxy_bypasses_the_proxy_for_https(server, environment, ca, tmp_path
         assert read(*FIRST) == DATA[slice(*FIRST)]
         assert proxy.connects == []
         assert server.connections == 1
+    finally:
+        proxy.stop()
+
+
+def _through(environment: pytest.MonkeyPatch, proxy: ConnectProxy, credentials: str = "") -> str:
+    where = proxy.url.removeprefix("http://")
+    environment.setenv("https_proxy", f"http://{credentials}{where}")
+    return where
+
+
+@pytest.mark.parametrize("path", ["range", "whole"])
+@pytest.mark.parametrize(
+    ("refusal", "credentials", "fix"),
+    [
+        (
+            "407 Proxy Authentication Required",
+            "",
+            "asks for credentials: put them in the proxy URL, https_proxy=http://USER:PASSWORD@",
+        ),
+        ("407 Proxy Authentication Required", "dew:wrong@", "refused the user and password in the proxy URL"),
+        ("403 Forbidden", "", "does not let this host through to 127.0.0.1"),
+    ],
+)
+def test_a_proxy_that_refuses_the_tunnel_is_one_clear_error_at_once(
+    server, environment, ca, tmp_path, path, refusal, credentials, fix
+) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    proxy = ConnectProxy(refuse=refusal)
+    where = _through(environment, proxy, credentials)
+    try:
+        with pytest.raises(storage_errors.ProxyRefused, match=fix) as raised:
+            if path == "range":  # dew.data.http_ranges
+                read(*FIRST)
+            else:  # a small object read whole (meta.json), by requests
+                remote.read_bytes(URI)
+        message = str(raised.value)
+        said = f"{URI}: the proxy {where} refused to open a tunnel to 127.0.0.1:{server.port} (HTTP {refusal})"
+        assert message.startswith(said)
+        # Raised by the first attempt itself, not by _retrying once its budget ran out.
+        assert "attempts" not in message and len(proxy.connects) == 1, "a refused tunnel was asked for again"
+        assert "wrong" not in message, "the proxy's password is shown"
+        assert server.requests == []
+    finally:
+        proxy.stop()
+
+
+def test_a_proxy_that_fails_the_tunnel_for_now_is_retried(server, environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    proxy = ConnectProxy(refuse="503 Service Unavailable", times=1)
+    _through(environment, proxy)
+    try:
+        assert read(*FIRST) == DATA[slice(*FIRST)]
+        assert len(proxy.connects) == 2 and server.connections == 1
     finally:
         proxy.stop()

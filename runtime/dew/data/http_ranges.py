@@ -16,7 +16,9 @@ that. It keeps every guarantee of the requests path it replaces (dew.data.remote
 - the proxy (NO_PROXY honoured) and CA bundle (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's,
   as requests) are read from the environment once, when the client is made; https through a proxy
   goes by CONNECT;
-- credentials (real GCS only) are the session's own: refreshed when expired, and once on a 401;
+- credentials (real GCS only) are the session's own: refreshed when expired, and once on a 401; a
+  refresh that fails, and a proxy that refuses the CONNECT (407, 403), are one clear error at once
+  (dew.data.storage_errors), not retries;
 - one client per requests session of remote._session, so per process (fork) and endpoint; it pools
   at most max(64, DEW_GCS_REQUESTS) idle connections.
 Retries, backoff and Retry-After stay with the caller (remote._retrying): this raises remote._Transient.
@@ -36,7 +38,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from dew.data import remote
+from dew.data import remote, storage_errors
 
 _HEAD_LIMIT = 64 << 10
 _ERROR_TEXT = 200
@@ -92,11 +94,11 @@ class Client:
         Raises remote._Transient for what another attempt may not meet, FileNotFoundError for a 404."""
         refreshed = False
         while True:
-            sent, lines = self._authorization()
+            sent, lines = self._authorization(uri)
             status, head, extra = self._exchange(uri, target, lo, hi, lines)
             if status != 401 or self.credentials is None or refreshed:
                 break
-            self._refresh(sent)
+            self._refresh(uri, sent)
             refreshed = True  # as google.auth's AuthorizedSession: a 401 refreshes the token once
         if status == 206:
             assert isinstance(extra, memoryview)
@@ -124,12 +126,15 @@ class Client:
         sock = self._checkout()
         try:
             if sock is None:
-                sock = self._connect()
+                sock = self._connect(uri)
             sock.sendall(request)
             status, head, body = _answer(sock, lo, hi)
         except _Framing as error:
             _close(sock)
             raise remote._Transient(str(error)) from None
+        except storage_errors.ProxyRefused:
+            _close(sock)
+            raise
         except ssl.SSLCertVerificationError as error:
             _close(sock)
             raise OSError(
@@ -162,7 +167,7 @@ class Client:
                 return
         _close(sock)
 
-    def _connect(self) -> socket.socket:
+    def _connect(self, uri: str) -> socket.socket:
         timeout = remote._TIMEOUTS[0]
         if self._proxy is None:
             host, port = self.host, self.port
@@ -176,14 +181,24 @@ class Client:
                 connection.set_tunnel(self.host, self.port, headers=self._proxy[2])
         else:
             connection = http.client.HTTPConnection(host, port, timeout=timeout)
-        connection.connect()  # the TCP connect, CONNECT through a proxy, the TLS handshake
+        try:
+            connection.connect()  # the TCP connect, CONNECT through a proxy, the TLS handshake
+        except OSError as error:
+            if self._proxy is not None and self.https:  # a refusal no retry changes is said at once
+                origin, sent = f"{self.host}:{self.port}", "Proxy-Authorization" in self._proxy[2]
+                where = f"{self._proxy[0]}:{self._proxy[1]}"
+                refused = storage_errors.refused_tunnel(uri, error, where, origin, sent_credentials=sent)
+                if refused is not None:
+                    raise refused from error
+            raise
         sock = connection.sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(remote._TIMEOUTS[1])
         return sock
 
-    def _authorization(self) -> tuple[str | None, str]:
-        """(the token, the header lines that send it) for the next request; refreshed first if expired."""
+    def _authorization(self, uri: str) -> tuple[str | None, str]:
+        """(the token, the header lines that send it) for the next request; refreshed first if expired
+        (a refresh that fails is storage_errors.CredentialsFailed, at once)."""
         credentials = self.credentials
         if credentials is None:
             return None, ""
@@ -192,15 +207,15 @@ class Client:
             return auth
         with self._lock:
             if not credentials.valid:
-                credentials.refresh(_token_request())
+                storage_errors.refresh(uri, credentials, _token_request())
             return self._render()
 
-    def _refresh(self, refused: str | None) -> None:
+    def _refresh(self, uri: str, refused: str | None) -> None:
         """A new token after the server refused `refused`, unless another thread already got one: the
         requests in flight that met the same 401 share one refresh, not one call to the token endpoint each."""
         with self._lock:
             if self.credentials.token == refused:
-                self.credentials.refresh(_token_request())
+                storage_errors.refresh(uri, self.credentials, _token_request())
             self._render()
 
     def _render(self) -> tuple[str | None, str]:

@@ -18,7 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from dew.data import remote
@@ -112,6 +112,12 @@ def has_crc32c() -> bool:
 def crc32c_value(data: bytes) -> int:
     """crc32c of `data` (needs google-crc32c)."""
     return int(_crc32c().value(data))
+
+
+def crc32c_values(chunks: Iterable[bytes]) -> list[int]:
+    """crc32c of each of `chunks` (needs google-crc32c): crc32c_value's, the function looked up once."""
+    value = _crc32c().value
+    return [value(chunk) for chunk in chunks]
 
 
 def digest_bytes(data: bytes) -> str:

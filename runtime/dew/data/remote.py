@@ -282,7 +282,11 @@ def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | N
     try:
         response = session.get(url, params=params, headers=headers, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
+        _said_at_once(uri, session, url, error)
         raise _Transient(f"{type(error).__name__}: {error}") from error
+    except Exception as error:  # an AuthorizedSession's token refresh (google.auth)
+        _said_at_once(uri, session, url, error)
+        raise
     if response.status_code == (206 if headers and "Range" in headers else 200):
         return response
     response.close()
@@ -291,6 +295,27 @@ def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | N
     if response.status_code in _RETRIED_STATUS:
         raise _Transient(f"HTTP {response.status_code}", retry_after=_retry_after(response.headers.get("Retry-After")))
     raise OSError(f"{uri}: HTTP {response.status_code} {response.text[:200]}")
+
+
+def _said_at_once(uri: str, session: Any, url: str, error: BaseException) -> None:
+    """Raises what no retry mends (dew.data.storage_errors): a proxy's refusal of the tunnel, a failed
+    refresh of the session's credentials; returns for anything else."""
+    import google.auth.exceptions
+    import requests
+
+    from dew.data import storage_errors
+
+    if isinstance(error, google.auth.exceptions.GoogleAuthError):
+        raise storage_errors.credentials_failed(uri, getattr(session, "credentials", None), error) from error
+    proxy = session.proxies.get(urllib.parse.urlsplit(url).scheme)
+    if isinstance(error, requests.exceptions.ProxyError) and proxy:
+        origin = urllib.parse.urlsplit(url)
+        where = f"{origin.hostname}:{origin.port or (443 if origin.scheme == 'https' else 80)}"
+        sent = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}").username is not None
+        name = storage_errors.proxy_name(proxy)
+        refused = storage_errors.refused_tunnel(uri, error, name, where, sent_credentials=sent)
+        if refused is not None:
+            raise refused from error
 
 
 @dataclasses.dataclass(frozen=True)
