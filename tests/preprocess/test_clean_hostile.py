@@ -18,6 +18,7 @@ import pytest
 from dew.data import formats
 from dew.pipelines import clean_job as job
 from dew.pipelines import tokenize_job
+from dew.pipelines.flags import UsageError
 from dew.preprocess.cleaning.plan import document_id
 from tests.preprocess.planted import exact_copy, near_copy, real_texts
 from tests.preprocess.test_clean_job import IN_MEMORY, TWO_WORKERS, kept_records, listing, removals
@@ -164,7 +165,7 @@ def test_against_the_output_of_the_same_inputs_removes_every_document_as_its_own
 ) -> None:
     a = two_corpora["A"]
     source = two_corpora["root"] / "in-a" / "a.jsonl"
-    with pytest.raises(Exception, match="wrote none of 10"):
+    with pytest.raises(Exception, match=r"(?s)wrote none of 10 .*exact_duplicate: 10 .*are the inputs already in it"):
         clean([str(source)], tmp_path / "again", "--against", str(a))
     assert not (tmp_path / "again" / formats.META).exists()
     # With one new document beside them, the old ones all go, each pointing to itself in A.
@@ -194,6 +195,17 @@ def test_a_committed_corpus_altered_after_its_commit_is_refused_naming_the_shard
         with pytest.raises(Exception, match=f"{re.escape(str(path))} fails its .* check against meta.json"):
             run()
     assert not any((tmp_path / name / formats.META).exists() for name in ("c1", "c2", "t"))
+    # Its shard named as a file is its shard still, and checked; its removal table is no documents file.
+    with pytest.raises(Exception, match=f"{re.escape(str(path))} fails its"):
+        clean([str(path)], tmp_path / "c3")
+    with pytest.raises(UsageError, match="is a removal table of a documents directory"):
+        clean([str(two_corpora["A"] / "*.parquet")], tmp_path / "c4")
+    # Not a committed documents directory: refused by name before anything runs.
+    (tmp_path / "bare").mkdir()
+    shutil.copy(path, tmp_path / "bare" / shard.name)
+    for against, why in ((tmp_path / "bare", "no meta.json"), (two_corpora["crawl"], "is a file: --against takes")):
+        with pytest.raises(Exception, match=why):  # UncommittedError, UsageError: each a user error
+            clean([crawl], tmp_path / "c5", "--against", str(against))
     # The untouched corpus still reads, as an input as well as --against.
     clean([str(two_corpora["A"])], tmp_path / "ok", "--against", str(two_corpora["B"]))
     assert_provenance(tmp_path / "ok", {"B": two_corpora["B"]})

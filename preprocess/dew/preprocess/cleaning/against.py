@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Iterable, Iterator, Mapping
 
 import apache_beam as beam
@@ -22,6 +23,8 @@ from dew.data.formats import Shard
 from dew.data.sections import DocumentsSection
 from dew.preprocess import files
 from dew.preprocess.cleaning.plan import Against
+from dew.preprocess.cleaning.removals import removals_name
+from dew.preprocess.commit import REMOVALS_SUFFIX
 
 _BATCH = 1024
 
@@ -38,6 +41,8 @@ def is_documents_directory(path: str) -> bool:
 def documents_corpus(path: str) -> Against:
     """A committed documents directory: its fingerprint and every shard of every split, in order."""
     path = path.rstrip("/")
+    if files.is_local(path) and os.path.isfile(path):
+        raise ValueError(f"{path} is a file: --against takes a documents directory that clean committed")
     meta = formats.read_meta(path, kind=DocumentsSection.KIND)
     formats.check_local_sizes(path, meta)
     shards = tuple(shard for split in sorted(meta.splits) for shard in meta.splits[split])
@@ -89,13 +94,36 @@ def text_inputs(patterns: list[str], text_field: str) -> tuple[files.InputFile, 
         else:
             expanded.append(pattern)
     kept: dict[object, files.InputFile] = {}
-    for item in files.expand_inputs(expanded):  # sorted by path: the first spelling of a file is the one read
+    found = files.expand_inputs(expanded)
+    for parent in sorted({i.path.rsplit("/", 1)[0] if "/" in i.path else "." for i in found}):
+        entries.update(_named_shards(parent))
+    for item in found:  # sorted by path: the first spelling of a file is the one read
+        if item.path.endswith(REMOVALS_SUFFIX) and files.same_file_key(item.path) in entries:
+            raise ValueError(
+                f"--input {item.path} is a removal table of a documents directory, not documents: "
+                f"pass the directory itself as --input"
+            )
         key = files.same_file_key(item.path)
         if key in kept:
             logging.warning("--input names %s twice (also as %s): it is read once", kept[key].path, item.path)
             continue
         kept[key] = dataclasses.replace(item, shard=entries.get(key))
     return tuple(kept.values())
+
+
+def _named_shards(directory: str) -> dict[object, Shard]:
+    """The shards and removal tables of `directory` when it is a committed documents directory (so that
+    its files named one by one are checked too, and a removal table is not read as documents), else none."""
+    if not files.exists(files.join(directory, committed.META)):
+        return {}
+    meta = formats.read_meta(directory)
+    if meta.kind != DocumentsSection.KIND:
+        return {}
+    shards = [shard for split in meta.splits.values() for shard in split]
+    out: dict[object, Shard] = {files.same_file_key(files.join(directory, s.name)): s for s in shards}
+    for shard in shards:  # a removal table is no shard: it only marks the file as one to refuse
+        out[files.same_file_key(files.join(directory, removals_name(shard.name)))] = shard
+    return out
 
 
 def committed_shards(inputs: Iterable[files.InputFile]) -> Mapping[str, Shard]:

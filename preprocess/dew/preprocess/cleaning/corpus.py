@@ -51,6 +51,7 @@ from dew.preprocess.shards import GroupByShard, sized_count
 
 REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
+_AGAINST_HINT = "--against counts here: are the inputs already in it (an earlier clean of them)?"
 
 
 def quality_reasons(plan: CleanPlan) -> tuple[str, ...]:
@@ -386,7 +387,8 @@ def _commit(
     )
     stats = clean_stats(meta, plan, tallies, reasons, examples, tables, edited)
     try:
-        check_drops(stats, plan.max_drop_fraction, hints=_HINTS)
+        against = dict.fromkeys(DUPLICATE_REASONS, _AGAINST_HINT) if plan.against else {}
+        check_drops(stats, plan.max_drop_fraction, hints={**_HINTS, **against})
     except TooManyDropsError:
         commit.clear_output(plan.output)
         raise
