@@ -51,6 +51,38 @@ def test_signatures_depend_on_the_text_and_config_only(texts: list[str]) -> None
     assert jaccard(texts[0], texts[0], 5) == 1.0
 
 
+def test_wordless_texts_are_exact_duplicates_only_of_the_same_text() -> None:
+    wordless = ["***", "?! ...", "\U0001f600\U0001f389", "   \n\t ", "--- * ---"]
+    assert {normalize(t) for t in wordless} == {""}  # every one normalizes to nothing
+    keys = [exact_key(normalize(t), t) for t in wordless]
+    assert len(set(keys)) == len(wordless)  # all "" normalized, yet no two the same document
+    assert exact_key(normalize("***"), "***") == keys[0]  # the same text is still its own duplicate
+    words = [exact_key(normalize(t), t) for t in ["a", "a b", "0"]]
+    assert not set(words) & set(keys)
+    assert Signer(MinHashConfig()).signature(normalize("***")) is None  # and no band to be near in
+
+
+def test_a_huge_document_is_signed_in_memory_bounded_by_a_block() -> None:
+    import tracemalloc
+
+    signer = Signer(MinHashConfig())
+    text = " ".join(f"w{i}" for i in range(100_000))  # 10^5 distinct shingles: 86 MiB hashed at once
+    small = signer.signature(" ".join(f"w{i}" for i in range(100)))
+    tracemalloc.start()
+    try:
+        signature = signer.signature(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 << 20, f"signing 10^5 shingles peaked at {peak / 2**20:.0f} MiB"
+    # Blocked, it is still the minimum over every shingle: each hash at most the first 100 words' one.
+    assert signature is not None and small is not None and (signature <= small).all()
+    shingles = signer.shingles(text)
+    with np.errstate(over="ignore"):
+        whole = ((shingles[:2000, None] * signer.a + signer.b) >> np.uint64(32)).min(axis=0)
+    assert (signature <= whole).all()
+
+
 def test_config_is_checked() -> None:
     with pytest.raises(ValueError, match="ngram"):
         MinHashConfig(ngram=0)

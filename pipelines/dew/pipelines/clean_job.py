@@ -21,7 +21,7 @@ from dew.pipelines import common, flags, text_jobs
 from dew.pipelines.jobs import Job
 from dew.pipelines.text_jobs import add_read_flags, read_options, text_inputs
 from dew.preprocess import read_documents
-from dew.preprocess.cleaning.against import documents_corpus
+from dew.preprocess.cleaning.against import committed_shards, documents_corpus
 from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
 from dew.preprocess.cleaning.minhash import MinHashConfig
 from dew.preprocess.cleaning.plan import CleanPlan
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, options = common.start(parser(), argv)
     plan, identity, inputs = plan_from(args)
     return text_jobs.run_text_job(
-        lambda paths: CleanCorpus(plan, identity, paths),
+        lambda paths: CleanCorpus(plan, identity, paths, committed_shards(inputs)),
         output=plan.output,
         identity=identity,
         inputs=inputs,

@@ -18,6 +18,7 @@ from dew.pipelines import common, flags, text_jobs
 from dew.pipelines.jobs import Job
 from dew.pipelines.text_jobs import add_read_flags, read_options, text_inputs
 from dew.preprocess import read_documents, tokenizing
+from dew.preprocess.cleaning.against import committed_shards
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import InputFile, manifest_fingerprint
 from dew.preprocess.pack import INDEX, PLAN
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args, options = common.start(parser(), argv)
     plan, identity, inputs = _plan_inputs(args)
     return text_jobs.run_text_job(
-        lambda paths: TokenizeCorpus(plan, identity),
+        lambda paths: TokenizeCorpus(plan, identity, committed_shards(inputs)),
         output=plan.output,
         identity=identity,
         inputs=inputs,

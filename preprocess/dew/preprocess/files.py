@@ -23,9 +23,10 @@ from collections.abc import Iterable, Sequence
 from apache_beam.io.filesystem import CompressionTypes, FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from dew.data import block_sums, committed, integrity
+from dew.data import block_sums, committed, formats, integrity
 from dew.data.formats import BLOCKS_SUFFIX, Shard
 from dew.data.record_index import INDEX_VERSION, Walker, index_name
+from dew.preprocess.quiet import user_error
 
 # Temporary files of a run live here, inside the output directory, so a rename is within one bucket.
 TEMP_DIR = committed.TEMP_DIR
@@ -42,6 +43,8 @@ class InputFile:
     path: str
     size: int
     updated: float
+    # meta.json's entry when the file is a shard of a committed directory, for the reader to check it against.
+    shard: Shard | None = None
 
 
 def expand_inputs(patterns: Sequence[str]) -> tuple[InputFile, ...]:
@@ -67,6 +70,29 @@ def expand_inputs(patterns: Sequence[str]) -> tuple[InputFile, ...]:
             if not item.path.rstrip("/").split("/")[-1].startswith("."):  # editors' swap files, our temporaries
                 found[item.path] = item
     return tuple(found[path] for path in sorted(found))
+
+
+def same_file_key(path: str) -> object:
+    """What names one file however its path is spelt: a local file's device and inode (so `in/a.jsonl`,
+    `./in/a.jsonl`, its absolute path, a symlink or a hard link to it are one), else the path."""
+    if not is_local(path):
+        return path
+    try:
+        stat = os.stat(path)
+    except OSError:  # a dangling link or a loop: listed by its own name, for the reader to count
+        return os.path.abspath(path)
+    return stat.st_dev, stat.st_ino
+
+
+def verified(path: str, shard: Shard) -> str:
+    """A local path holding the committed shard at `path` (itself, or a gs:// shard's cached copy), after
+    checking its bytes against `shard`'s sha256 from meta.json (dew.data.formats.verify_shard, once per
+    host and file state); refuses one that differs, naming it, as no longer what its directory committed."""
+    directory = path[: -len(shard.name)].rstrip("/") if path.endswith(shard.name) else os.path.dirname(path)
+    try:
+        return formats.verify_shard(directory, shard, checksum=True)
+    except formats.DamagedError as error:  # its size or checksum differs: it names the shard and the fix
+        raise user_error(error) from None
 
 
 def _matches_nothing(pattern: str) -> str:

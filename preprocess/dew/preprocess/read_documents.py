@@ -26,13 +26,15 @@ import gzip
 import io
 import json
 import logging
+import operator
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
 
 from dew.data.extras import require
+from dew.data.formats import Shard
 from dew.preprocess import files, progress
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
 from dew.preprocess.errors import BadInputError
@@ -60,6 +62,7 @@ EXAMPLES = "drop_examples"
 _ZSTD_FEED = 1 << 13
 # Bytes read at once from a file whose contents are only being checked or decoded, not held.
 _READ_CHUNK = 1 << 20
+_PLACE = operator.itemgetter("path", "row")  # where a drop example is: the first in path order is shown
 
 
 class DamagedInput(Exception):
@@ -173,8 +176,9 @@ def _decompressed(raw: Any, compression: str) -> Any:
 class _ReadFile(beam.DoFn):
     """One input file → its documents, plus one tally of what it held."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, committed: Mapping[str, Shard] | None = None) -> None:
         self.options = options
+        self.committed = dict(committed or {})
         self.counters: dict[str, Any] = {}
 
     def setup(self) -> None:
@@ -236,7 +240,8 @@ class _ReadFile(beam.DoFn):
         kind, compression = kind_of(path)
         if problem := files.link_problem(path):
             raise DamagedInput(problem, "the symlink leads to no file")
-        with files.open_read(path) as raw:
+        shard = self.committed.get(path)  # a committed shard: its bytes are checked before one row is read
+        with files.open_read(path if shard is None else files.verified(path, shard)) as raw:
             self._raw = raw
             try:
                 if kind == "parquet":
@@ -357,20 +362,18 @@ class ReadDocuments(beam.PTransform):
     """PCollection[(file index, path)] → documents ((file index, row), text), and per-file tallies.
 
     Apply it to `beam.Create(list(enumerate(paths)))`; the result is a DoOutputsTuple whose main output
-    is the documents and whose `stats` output holds one dict of counts per file.
+    is the documents and whose `stats` output holds one dict of counts per file. `committed` maps the paths
+    that are shards of a committed directory to their meta.json entries, which each is checked against.
     """
 
-    def __init__(self, options: ReadOptions, label: str | None = None) -> None:
+    def __init__(self, options: ReadOptions, committed: Mapping[str, Shard] | None = None, label: str | None = None):
         super().__init__(label)
-        self.options = options
+        self.options, self.committed = options, dict(committed or {})
 
     def expand(self, paths: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
         # Reshuffle spreads the files over workers; the keys, not the order, carry the corpus order.
-        return (
-            paths
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "ReadFile" >> beam.ParDo(_ReadFile(self.options)).with_outputs(STATS_TAG, main="documents")
-        )
+        read = beam.ParDo(_ReadFile(self.options, self.committed)).with_outputs(STATS_TAG, main="documents")
+        return paths | "SpreadFiles" >> beam.Reshuffle() | "ReadFile" >> read
 
 
 def merge_tallies(tallies: Any) -> dict[str, Any]:
@@ -385,7 +388,7 @@ def merge_tallies(tallies: Any) -> dict[str, Any]:
     for tally in tallies:
         damaged.extend(tally.get(DAMAGED, ()))
         for reason, example in tally.get(EXAMPLES, {}).items():
-            if reason not in examples or _place(example) < _place(examples[reason]):
+            if reason not in examples or _PLACE(example) < _PLACE(examples[reason]):
                 examples[reason] = example
         total.update({name: value for name, value in tally.items() if name not in (DAMAGED, EXAMPLES)})
     names = ("documents_in", "documents_read", *DROP_REASONS)
@@ -394,7 +397,3 @@ def merge_tallies(tallies: Any) -> dict[str, Any]:
     result[DAMAGED] = sorted(damaged, key=lambda d: d["path"])
     result[EXAMPLES] = dict(sorted(examples.items()))
     return result
-
-
-def _place(example: dict[str, Any]) -> tuple[str, int]:
-    return example["path"], example["row"]

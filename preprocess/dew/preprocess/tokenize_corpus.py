@@ -139,14 +139,23 @@ def corpus_stats(
 class TokenizeCorpus(beam.PTransform):
     """PCollection[(file index, path)] → a committed corpus in plan.output; yields its Meta once committed."""
 
-    def __init__(self, plan: CorpusPlan, identity: JobIdentity, label: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: CorpusPlan,
+        identity: JobIdentity,
+        committed: Mapping[str, Shard] | None = None,
+        label: str | None = None,
+    ) -> None:
+        """`committed`: the inputs that are shards of a committed documents directory, with their meta.json
+        entries, checked before they are read (dew.preprocess.cleaning.against.committed_shards)."""
         super().__init__(label)
         self.plan = plan
         self.identity = identity
+        self.committed = dict(committed or {})
 
     def expand(self, paths: beam.PCollection) -> beam.PCollection:
         plan = self.plan
-        read = paths | "ReadDocuments" >> ReadDocuments(plan.read)
+        read = paths | "ReadDocuments" >> ReadDocuments(plan.read, self.committed)
         batches = read.documents | "Tokenize" >> TokenizeBatches(plan.tokenizer, batch_size=plan.batch_size)
         lengths = (
             batches

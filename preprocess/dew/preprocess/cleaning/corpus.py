@@ -51,6 +51,7 @@ from dew.preprocess.shards import GroupByShard, sized_count
 
 REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
+_AGAINST_HINT = "--against counts here: are the inputs already in it (an earlier clean of them)?"
 
 
 def quality_reasons(plan: CleanPlan) -> tuple[str, ...]:
@@ -110,7 +111,7 @@ def dedup_entry(plan: CleanPlan, signer: minhash.Signer, name: bytes, text: str)
     """(exact key, (node, band keys one after another)); without exact dedup the key is the node, a group of
     one. The band keys travel as one bytes value: 14 of them as a list would be 14 values to encode."""
     normalized = minhash.normalize(text)
-    key = minhash.exact_key(normalized) if plan.exact else name
+    key = minhash.exact_key(normalized, text) if plan.exact else name
     signature = signer.signature(normalized) if plan.near else None
     return key, (name, b"" if signature is None else b"".join(signer.band_keys(signature)))
 
@@ -220,23 +221,37 @@ class _Decide(beam.DoFn):
 class CleanCorpus(beam.PTransform):
     """PCollection[(file index, path)] → a committed documents directory in plan.output; yields its Meta."""
 
-    def __init__(self, plan: CleanPlan, identity: JobIdentity, paths: Sequence[str], label: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: CleanPlan,
+        identity: JobIdentity,
+        paths: Sequence[str],
+        committed: Mapping[str, Shard] | None = None,
+        label: str | None = None,
+    ) -> None:
+        """`committed`: the inputs that are shards of a committed documents directory, with their meta.json
+        entries (dew.preprocess.cleaning.against.committed_shards), checked before they are read."""
         super().__init__(label)
         self.plan = plan
         self.identity = identity
         self.paths = list(paths)
+        self.committed = dict(committed or {})
 
     def expand(self, inputs: beam.PCollection) -> beam.PCollection:
         plan, rank = self.plan, self.plan.rank
         pipeline = inputs.pipeline
-        read = inputs | "ReadDocuments" >> ReadDocuments(plan.read)
+        read = inputs | "ReadDocuments" >> ReadDocuments(plan.read, self.committed)
         names = beam.pvalue.AsDict(inputs)
         described = read.documents | "Describe" >> beam.ParDo(_Describe(plan), names).with_outputs(
             REMOVED, DEDUP, RECORDS, main="sizes"
         )
         removals = [described[REMOVED]]
         if plan.exact or plan.near:
-            against = [(r, shard) for r, corpus in enumerate(plan.against) for shard in corpus.shards]
+            against = [
+                (r, path, shard)
+                for r, corpus in enumerate(plan.against)
+                for path, shard in zip(corpus.paths(), corpus.shards, strict=True)
+            ]
             others = (
                 pipeline
                 | "AgainstShards" >> beam.Create(against)
@@ -372,7 +387,8 @@ def _commit(
     )
     stats = clean_stats(meta, plan, tallies, reasons, examples, tables, edited)
     try:
-        check_drops(stats, plan.max_drop_fraction, hints=_HINTS)
+        against = dict.fromkeys(DUPLICATE_REASONS, _AGAINST_HINT) if plan.against else {}
+        check_drops(stats, plan.max_drop_fraction, hints={**_HINTS, **against})
     except TooManyDropsError:
         commit.clear_output(plan.output)
         raise

@@ -26,6 +26,10 @@ import numpy as np
 _PUNCTUATION = re.compile(r"[^\w\s]|_", re.UNICODE)
 _SPACE = re.compile(r"\s+", re.UNICODE)
 _MASK64 = (1 << 64) - 1
+# Shingles hashed at once by each of the bands × rows functions: a block is SHINGLE_BLOCK × 112 uint64
+# values (3.5 MiB at the defaults), so a huge document's signature takes memory bounded by the block,
+# not by its length (a 64 MiB document has about 10^7 shingles: 9 GiB hashed at once).
+SHINGLE_BLOCK = 4096
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,8 +73,16 @@ def normalize(text: str) -> str:
     return _SPACE.sub(" ", _PUNCTUATION.sub(" ", text)).strip()
 
 
-def exact_key(normalized: str) -> bytes:
-    """16 bytes naming a normalized text."""
+def exact_key(normalized: str, text: str | None = None) -> bytes:
+    """16 bytes naming a normalized text; for one without words (`text` only punctuation, symbols or
+    whitespace, which all normalize to ""), naming `text` itself.
+
+    Every wordless text normalizes to the same "", so keying those by it would make "***", "?!" and an
+    emoji exact duplicates of one another. They are duplicates only when their texts are equal: the key
+    is then of the text, marked by a leading NUL, which no normalized text holds (NUL is no word
+    character, so normalization turns it into a space), so it never equals a normalized text's key."""
+    if not normalized and text is not None:
+        normalized = "\0" + text
     return hashlib.blake2b(normalized.encode("utf-8"), digest_size=16).digest()
 
 
@@ -112,9 +124,14 @@ class Signer:
         shingles = self.shingles(normalized)
         if not shingles.size:
             return None
+        lowest = np.full(self.a.shape, np.iinfo(np.uint64).max, dtype=np.uint64)
         with np.errstate(over="ignore"):
-            mixed = (shingles[:, None] * self.a[None, :] + self.b[None, :]) >> np.uint64(32)
-        return mixed.min(axis=0).astype(np.uint32)
+            for start in range(0, shingles.size, SHINGLE_BLOCK):
+                block = shingles[start : start + SHINGLE_BLOCK, None]
+                np.minimum(
+                    lowest, ((block * self.a[None, :] + self.b[None, :]) >> np.uint64(32)).min(axis=0), out=lowest
+                )
+        return lowest.astype(np.uint32)
 
     def band_keys(self, signature: np.ndarray) -> list[bytes]:
         """One key a band: the band's number and its rows' hashes, digested to BAND_KEY_BYTES."""

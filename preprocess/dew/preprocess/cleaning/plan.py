@@ -16,9 +16,10 @@ import json
 from typing import Any
 
 from dew.data.codec import pack_dict_of_byte_arrays
-from dew.data.formats import MAX_SHARDS
+from dew.data.formats import MAX_SHARDS, Shard
 from dew.data.sections import DocumentsSection
 from dew.preprocess.cleaning.minhash import MinHashConfig
+from dew.preprocess.files import join
 from dew.preprocess.read_documents import ReadOptions
 from dew.preprocess.shard_files import ShardFormat
 
@@ -49,11 +50,15 @@ def draw(doc_id: str) -> float:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Against:
-    """A committed documents corpus to deduplicate against: its path, fingerprint and shard paths."""
+    """A committed documents corpus to deduplicate against: its path, fingerprint and shards (as meta.json
+    lists them, so a worker checks each against its sha256 before reading it)."""
 
     path: str
     fingerprint: str
-    shards: tuple[str, ...]
+    shards: tuple[Shard, ...]
+
+    def paths(self) -> tuple[str, ...]:
+        return tuple(join(self.path, shard.name) for shard in self.shards)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
