@@ -173,6 +173,20 @@ def test_a_has_audio_byte_other_than_0_or_1_is_refused_naming_the_record(tmp_pat
         every_clip(directory)
 
 
+@given(
+    stop_at=st.integers(0, 7),
+    counts=st.sampled_from([(1, 2), (2, 1), (2, 4), (4, 1), (1, 1), (4, 4)]),
+    seed=st.integers(0, 20),
+)
+@settings(max_examples=8, deadline=None)
+def test_a_stopped_clip_stream_and_its_validation_pass_resume_exactly(tmp_path_factory, stop_at, counts, seed) -> None:
+    directory = write_clips(tmp_path_factory.mktemp("c") / "clips", shards=3, per_shard=5)
+    data = ClipShards(path=str(directory), val_batches=2, seed=seed, loading=FAST).load(batch=4)
+    assert data.records == 7  # 15 clips, the last 8 held out: every step past the first crosses an epoch
+    assert_resume_exact(data.train, steps=7, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+    assert_resume_exact(data.val, steps=2, stop_at=min(stop_at, 2), count_before=counts[0], count_after=counts[1])
+
+
 def test_an_older_layout_holds_no_has_audio_where_silence_may_stand_in_for_a_missing_track(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -82,6 +82,17 @@ def test_a_combined_corpus_resumes_exactly_on_another_share_count(msml612, stop_
     assert_resume_exact(run.train, steps=5, stop_at=stop_at, count_before=before, count_after=after)
 
 
+@given(stop_at=st.integers(0, 3), shares=st.sampled_from([(1, 2), (2, 1), (4, 2)]))
+@settings(max_examples=3, deadline=None)
+def test_a_combined_corpus_validation_pass_resumes_exactly_on_another_share_count(msml612, stop_at, shares) -> None:
+    combined = CombinedMsml612(root=msml612, weights=(3, 1, 2, 2), image_size=16, val_batches=3, seed=5, loading=FAST)
+    data = combined.load(batch=4)
+    with data.val(DataPartition()) as one_pass:
+        steps = sum(1 for _ in one_pass)
+    assert steps == 3
+    assert_resume_exact(data.val, steps=steps, stop_at=stop_at, count_before=shares[0], count_after=shares[1])
+
+
 def test_every_named_corpus_round_trips_with_the_bucket_as_its_default_root() -> None:
     for kind in ("cc3m", "cc12m", "diffusiondb", "laion2b_aesthetic", "laion12m_coco", "combined_30m"):
         spec = datasets[kind](image_size=64, seed=1)

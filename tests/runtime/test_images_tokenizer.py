@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dew.data import ArrayRecordImages, AutoTextTokenizer, Batch, Loading
 from tests.runtime import image_support as support
@@ -59,21 +61,32 @@ def test_an_image_spec_stores_its_tokenized_captions_under_text(clip_like, tmp_p
     assert set(batch) <= set(Batch.__annotations__)  # Batch names every key an image spec emits
 
 
-@pytest.mark.parametrize(("before", "after"), [(1, 2), (4, 1)])
-def test_a_tokenized_augmented_stream_resumes_on_another_share_count(clip_like, tmp_path, before, after) -> None:
-    support.write_committed(str(tmp_path), {"train": [support.records(12)]})
+@pytest.fixture(scope="module")
+def twelve(tmp_path_factory) -> str:
+    directory = str(tmp_path_factory.mktemp("twelve"))
+    support.write_committed(directory, {"train": [support.records(12)]})
+    return directory
+
+
+@given(
+    stop_at=st.integers(0, 5),
+    counts=st.sampled_from([(1, 2), (2, 1), (2, 4), (4, 1), (1, 1)]),
+    seed=st.integers(0, 20),
+)
+@settings(max_examples=5, deadline=None)
+def test_a_tokenized_augmented_stream_resumes_on_another_share_count(clip_like, twelve, stop_at, counts, seed) -> None:
     images = ArrayRecordImages(
-        str(tmp_path),
+        twelve,
         image_size=16,
         crop_scale=1.25,
         random_crop=True,
         flip=True,
-        seed=3,
+        seed=seed,
         val_batches=0,
         loading=Loading(workers=0, threads=2),
     )
     data = images.load(batch=4, tokenize=AutoTextTokenizer(modelname=clip_like))
-    assert_resume_exact(data.train, steps=5, stop_at=2, count_before=before, count_after=after)
+    assert_resume_exact(data.train, steps=5, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
 
 
 def test_a_tokenizer_without_a_context_is_refused(tmp_path) -> None:

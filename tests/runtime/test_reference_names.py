@@ -3,8 +3,12 @@ PhasedStream, dew.data.providers.phased_dataset and the `tokenized` wrapper."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dew.data
 from dew.data import DataPartition, DataPhase, Loading, PackedTokens, tokenized
@@ -13,7 +17,7 @@ from dew.data.phases import PhasedOrder
 from dew.data.providers import phased_dataset as phased_module
 from dew.data.tokens.documents import PackedWindowSource
 from tests.runtime.token_support import documents, write_corpus
-from tests.support import assert_batches_equal, read_global
+from tests.support import assert_batches_equal, assert_resume_exact, read_global
 
 SERIAL = Loading(workers=0)
 
@@ -64,6 +68,18 @@ def test_tokenized_adds_the_ids_and_forwards_the_position_of_a_global_stream() -
         assert list(next(resumed)["caption"]) == expected[3]
 
 
+@given(stop_at=st.integers(0, 6), counts=st.sampled_from([(1, 2), (2, 4), (4, 1), (2, 2)]), seed=st.integers(0, 9))
+@settings(max_examples=6, deadline=None)
+def test_a_tokenized_global_stream_resumes_exactly_on_another_share_count(stop_at, counts, seed) -> None:
+    captions = np.array([f"caption {'number ' * (i % 3)}{i}" for i in range(22)], dtype=object)
+    data = global_dataset(train=captions, val=None, batch=4, seed=seed, loading=SERIAL, val_batches=None)
+
+    def reader(partition: DataPartition) -> Any:
+        return tokenized(CaptionBatches(data.train(partition)), captions_to_lengths)
+
+    assert_resume_exact(reader, steps=6, stop_at=stop_at, count_before=counts[0], count_after=counts[1])
+
+
 class CaptionBatches:
     """{"caption": batch} for each batch of a stream, with the stream's position."""
 
@@ -81,6 +97,9 @@ class CaptionBatches:
 
     def set_state(self, state) -> None:  # type: ignore[no-untyped-def]
         self.stream.set_state(state)
+
+    def close(self) -> None:
+        self.stream.close()
 
 
 def test_a_stream_without_a_position_gives_a_wrapper_without_one_and_refusals_name_the_field() -> None:

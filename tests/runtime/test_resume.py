@@ -117,12 +117,14 @@ def test_a_ramped_packed_mixture_resumes_across_its_stages(root, stop_at, counts
 def validation_of(root: dict[str, str], kind: str):
     if kind == "packed_mixture":
         return PackedTokens(path={root["a"]: 1.0, root["b"]: 2.0}, seq_len=15, val_batches=None, loading=FAST)
+    if kind == "packed":
+        return PackedTokens(path=root["b"], seq_len=15, val_batches=None, loading=FAST)
     if kind == "images":
         return ArrayRecordImages(root["images"], image_size=16, val_batches=2, seed=4, loading=FAST, **AUGMENT)
     return OxfordFlowers(path=root["flowers"], image_size=16, val_batches=None, loading=FAST, **AUGMENT)
 
 
-@pytest.mark.parametrize("kind", ["packed_mixture", "images", "flowers"])
+@pytest.mark.parametrize("kind", ["packed", "packed_mixture", "images", "flowers"])
 @given(stop_at=st.integers(0, 2), counts=st.sampled_from([(1, 2), (2, 1)]))
 @settings(max_examples=3, deadline=None)
 def test_a_validation_pass_resumes_exactly_on_another_share_count(root, kind, stop_at, counts) -> None:

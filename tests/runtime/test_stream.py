@@ -140,7 +140,23 @@ def test_from_grain_map_dataset_is_a_global_stream() -> None:
     ds = numbers(30).map(lambda i: {"x": np.array([i])})
     data = Dataset.from_grain(ds, batch=6, loading=SERIAL)
     assert data.records == 30 and data.steps_per_epoch == 5
-    assert_resume_exact(data.train, steps=9, stop_at=4, count_before=2, count_after=3)
+
+
+@given(
+    size=st.integers(6, 40),
+    stop_at=st.integers(0, 9),
+    counts=st.sampled_from([(1, 2), (2, 3), (3, 6), (6, 1), (2, 2)]),
+    ramp=st.booleans(),
+)
+@settings(max_examples=10, deadline=None)
+def test_a_grain_map_dataset_resumes_exactly_on_another_share_count(size, stop_at, counts, ramp) -> None:
+    data = Dataset.from_grain(numbers(size).map(lambda i: {"x": np.array([i])}), batch=6, loading=SERIAL)
+    before, after = counts
+    if ramp:  # one step of 3, then 6: a run resumed after the first step may move to any count that divides 6
+        data = ramped(data, Ramp(start=3, increment=3, samples=3))
+        dividing_3 = {1: 1, 2: 1, 3: 3, 6: 3}
+        before, after = dividing_3[before], after if stop_at else dividing_3[after]
+    assert_resume_exact(data.train, steps=9, stop_at=stop_at, count_before=before, count_after=after)
 
 
 def test_from_grain_share_pipeline_keeps_its_share_state() -> None:
