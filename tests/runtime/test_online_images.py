@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -164,8 +166,12 @@ def test_captions_are_tokenized_as_the_image_specs_do(server: ImageServer, tmp_p
 
 def test_several_readers_of_a_share_are_refused_and_the_stream_has_no_position(server: ImageServer, tmp_path) -> None:
     data = spec(saved_rows(str(tmp_path / "rows"), [server.url("photo", 0)] * 4)).load(batch=2)
-    with pytest.raises(ValueError, match="readers=2 is refused"):
+    with pytest.raises(ValueError, match="readers=2 is refused") as refused:
         data.train(DataPartition(readers=2, reader=1))
+    # The refusal names the helper that reads on the first reader, where this package has it.
+    named = re.search(r"\((dew\.[\w.]+)\.(\w+)\)$", str(refused.value))
+    assert named is not None and named.groups() == ("dew.data.distributed", "first_reader_batch")
+    assert importlib.util.find_spec(named.group(1)) is not None
     with data.train(DataPartition()) as stream:
         assert not hasattr(stream, "get_state") and not hasattr(stream, "set_state")
     with pytest.raises(TypeError, match="ramped needs a training stream whose position is a global record count"):

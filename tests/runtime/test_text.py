@@ -19,6 +19,13 @@ def test_byte_decode_inverts_encode(text: str) -> None:
     assert tokenizer.encode_batch([text, text]) == [ids, ids]
 
 
+def test_byte_decode_of_ids_that_are_not_utf8_marks_each_bad_sequence_with_a_replacement_character() -> None:
+    # A model can emit any byte sequence; decode gives text rather than raising, and says where it could not.
+    tokenizer = ByteTokenizer()
+    assert tokenizer.decode([0xFF, 0x41, 0xC3]) == "\ufffdA\ufffd"
+    assert tokenizer.decode([0x68, 0xC3, 0xA9]) == "hé"  # valid UTF-8 comes back byte for byte
+
+
 def test_tokenizer_for_resolves_names_without_loading() -> None:
     assert isinstance(tokenizer_for("byte"), ByteTokenizer)
     hf = tokenizer_for("/no/such/tokenizer", local_files_only=True)

@@ -17,7 +17,8 @@ from dew.data.extras import require
 class ByteTokenizer:
     """One id per UTF-8 byte over a vocabulary of 256; no training and no download.
 
-    decode inverts encode for any unicode text, so generated ids round-trip to text byte for byte.
+    decode inverts encode for any unicode text, so text that went through encode comes back byte for byte.
+    Ids that are not UTF-8, which a model can generate, decode with U+FFFD in place of each bad sequence.
     It has no eos id of its own: a corpus packed with it records the eos the job chose.
 
     Examples:

@@ -143,7 +143,7 @@ class OnlineReader:
             raise ValueError(
                 f"{type(self.spec).__name__} fetches over the network and drops what fails, so no two reads of "
                 f"one share agree: a partition with readers={partition.readers} is refused; read on the "
-                "share's first reader and hand its batch to the others (dew.training.distributed.first_reader_batch)"
+                "share's first reader and hand its batch to the others (dew.data.distributed.first_reader_batch)"
             )
         rows = share_size(len(self.rows), partition.index, partition.count)
         if rows == 0:

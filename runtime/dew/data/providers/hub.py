@@ -78,7 +78,7 @@ class HubDataset(ProviderSpec):
         self.uncaptioned(tokenize)
         return self.rows(batch=batch, dataset=None)
 
-    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None = None) -> Dataset:
+    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None) -> Dataset:
         """This spec's batches, over `dataset` when the caller already holds the split.
 
         A table in memory has no JSON form, so it is an argument here and not a field; it stands for
