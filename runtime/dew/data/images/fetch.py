@@ -124,7 +124,11 @@ class Fetcher:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         validate.non_negative_int("retries", retries)
         self.timeout, self.retries, self.policy = float(timeout), retries, policy or FetchPolicy()
-        self._headers = (("User-Agent", self.policy.user_agent), ("Accept", "image/*, */*;q=0.5"))
+        self._headers = (
+            ("User-Agent", self.policy.user_agent),
+            ("Accept", "image/*, */*;q=0.5"),
+            ("Accept-Encoding", "gzip, deflate"),  # what http_wire.decoded undoes; without it any coding is allowed
+        )
         self._hosts: dict[tuple[str, str, int], _Host] = {}
         self._live: set[Connection] = set()
         self._lock = threading.Lock()
@@ -278,9 +282,12 @@ class Fetcher:
             raise Dropped(NO_IMAGE, f"the response is {kind}")
         try:
             body = conn.body(response, left, self.policy.max_bytes)
+            reusable = conn.finished(response)
+            body = http_wire.decoded(response, body, self.policy.max_bytes)
         except Oversize as error:
             raise Dropped(TOO_LARGE, str(error)) from None
-        reusable = conn.finished(response)
+        except http_wire.Unsupported as error:
+            raise Dropped(HTTP_ERROR, str(error)) from None
         if not body:
             raise Dropped(NO_IMAGE, "the response is empty")
         if body.lstrip(b" \t\r\n").startswith(_MARKUP):
@@ -317,7 +324,7 @@ def opted_out(values: list[str], policy: FetchPolicy) -> bool:
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():  # "²" is a digit to str.isdigit, not to float()
         return float(value.strip())
     try:
         when = email.utils.parsedate_to_datetime(value)

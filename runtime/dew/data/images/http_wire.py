@@ -25,6 +25,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ LINE_LIMIT = 4096
 _RECV = 1 << 16
 _TICK = 0.25  # the longest a connect, handshake or lookup waits between looks at left()
 _RESOLVED_SECONDS = 300.0  # how long a name lookup is reused for
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 # Seconds left of the deadline; it raises (the caller's timeout or close) when none are.
@@ -161,7 +163,11 @@ class Connection:
                     raise Broken(f"the header line {bytes(line[:60])!r} is malformed")
                 headers.append((name.decode("ascii").lower(), value.strip().decode("latin-1")))
             if 100 <= status < 200 and status != 101:
-                continue  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+                # An interim answer (100 Continue, 103 Early Hints): the real one follows. None has a body, so one
+                # that frames a body is no answer a reading could be sure of.
+                if any(key in _FRAMING for key, _ in headers):
+                    raise Broken(f"the interim {status} response frames a body, which none has")
+                continue
             reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
             return _framed(status, reason, parts[0] == b"HTTP/1.1", tuple(headers))
 
@@ -169,8 +175,8 @@ class Connection:
         body = bytearray()
         while True:
             line = self._line(left, LINE_LIMIT)
-            size = line.split(b";", 1)[0].strip()
-            if not size or len(size) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size):
+            size = line.split(b";", 1)[0].strip()  # an extension after ";" is read and ignored
+            if not size or len(size.lstrip(b"0")) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size):
                 raise Broken(f"the chunk-size line {bytes(line[:40])!r} is malformed")
             length = int(size, 16)
             if not length:
@@ -216,6 +222,41 @@ class Connection:
         return taken
 
 
+class Unsupported(Exception):
+    """The body is in a content coding the fetcher cannot undo (br, zstd, compress, ...)."""
+
+
+def decoded(response: Response, body: bytes, limit: int) -> bytes:
+    """The body with its Content-Encoding undone (gzip, deflate; identity is none), as a browser undoes it: what
+    the server sent compressed is never taken for the image. Unsupported for another coding, Broken when the
+    compressed stream is malformed, cut short or followed by bytes, Oversize past `limit` decoded bytes."""
+    codings = [t.strip().lower() for value in response.all("content-encoding") for t in value.split(",")]
+    for coding in reversed([c for c in codings if c and c != "identity"]):
+        if coding in ("gzip", "x-gzip"):
+            body = _inflate(body, 16 + zlib.MAX_WBITS, coding, limit)
+        elif coding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some servers send it
+            try:
+                body = _inflate(body, zlib.MAX_WBITS, coding, limit)
+            except Broken:
+                body = _inflate(body, -zlib.MAX_WBITS, coding, limit)
+        else:
+            raise Unsupported(f"the content coding {coding[:40]!r} is not supported")
+    return body
+
+
+def _inflate(data: bytes, wbits: int, coding: str, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise Broken(f"the {coding} body does not decompress: {error}") from None
+    if len(out) > limit:
+        raise Oversize(f"the {coding} body decompresses past {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise Broken(f"the {coding} body {'has bytes past its end' if inflater.eof else 'ends inside its stream'}")
+    return out
+
+
 def _status(text: bytes | bytearray) -> bool:
     return len(text) == 3 and text.isdigit()
 
@@ -228,19 +269,24 @@ def _framed(status: int, reason: str, http11: bool, headers: tuple[tuple[str, st
 
     connection = tokens("connection")
     persistent = "close" not in connection if http11 else "keep-alive" in connection
-    codings, lengths = tokens("transfer-encoding"), set(tokens("content-length"))
+    names = {key for key, _ in headers}
     if status in (204, 304):
-        return Response(status, reason, headers, "none", 0, persistent)
-    if codings:
+        return Response(status, reason, headers, "none", 0, persistent and not names & _FRAMING)
+    if "transfer-encoding" in names:  # present, even empty, it overrides any Content-Length (section 6.3)
+        codings = tokens("transfer-encoding")
         if codings != ["chunked"]:
-            raise Broken(f"the transfer coding {', '.join(codings)} is not supported")
-        # A Content-Length beside chunked coding is how requests are smuggled: read chunked, then close.
-        return Response(status, reason, headers, "chunked", 0, persistent and not lengths)
-    if lengths:
-        value = lengths.pop()
-        if lengths or not value.isascii() or not value.isdigit():
-            raise Broken(f"the Content-Length {', '.join(sorted({value, *lengths}))!r} is not one number")
-        return Response(status, reason, headers, "length", int(value), persistent)
+            raise Broken(f"the transfer coding {', '.join(codings) or '(empty)'!r} is not supported")
+        # A Content-Length beside chunked coding is how requests are smuggled, and HTTP/1.0 has no transfer
+        # codings (section 6.1 says such framing is faulty): read chunked, then close.
+        return Response(status, reason, headers, "chunked", 0, persistent and http11 and "content-length" not in names)
+    if "content-length" in names:
+        values = {t.strip() for key, value in headers if key == "content-length" for t in value.split(",")}
+        value = next(iter(values))
+        if len(values) > 1 or not value.isascii() or not value.isdigit():
+            raise Broken(f"the Content-Length {', '.join(sorted(values))!r} is not one number")
+        # Past 18 digits a length is over any limit (and int() refuses a string of thousands of digits).
+        length = int(value) if len(value.lstrip("0")) <= 18 else 1 << 62
+        return Response(status, reason, headers, "length", length, persistent)
     return Response(status, reason, headers, "close", 0, False)
 
 

@@ -1,0 +1,104 @@
+"""The fetcher against framing attacks (tests/hostile_framing.py): malformed or doubled lengths, transfer and content
+codings, chunk syntax, header limits, close-delimited bodies, interim answers, bodiless statuses and redirects.
+
+Every hostile url has an honest neighbour with an image of its own fetched right after it on the same host, one
+request at a time, so the connection the hostile answer came on is the one the neighbour would be asked on if it
+were kept: an answer whose framing was not exact, or that asked to close, spoils the neighbour's bytes if its
+connection is reused (a POISON connection answers any later request with another url's image)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dew.data.images import http_wire, urls
+from dew.data.images.fetch import Fetcher, FetchPolicy
+
+pytest.importorskip("skimage.data")
+
+from tests.hang_guard import bounded
+from tests.hostile_framing import FRAMING, POISON
+from tests.hostile_http import HostileWeb
+from tests.runtime.test_hostile_fetch import check_attempts, check_outcomes, fetch_all
+
+TIMEOUT = 1.0
+GUARD = 300.0  # a hang guard, never a speed test
+
+
+def paired(web: HostileWeb, behaviours: list[str]) -> list[str]:
+    """Each behaviour's url followed by an honest url, every url with an image of its own."""
+    hostile = [web.url(behaviour, n) for n, behaviour in enumerate(behaviours)]
+    honest = [web.url("honest", len(hostile) + n) for n in range(len(hostile))]
+    return [url for pair in zip(hostile, honest, strict=True) for url in pair]
+
+
+@pytest.mark.parametrize("per_host", [1, 3])
+def test_every_framing_attack_gets_its_reason_and_spoils_no_neighbour(hostile_web: HostileWeb, per_host: int) -> None:
+    web = hostile_web
+    wanted = paired(web, sorted(FRAMING))
+    with bounded(GUARD), Fetcher(timeout=TIMEOUT, retries=1, policy=FetchPolicy(per_host=per_host)) as fetcher:
+        got = fetch_all(fetcher, wanted, threads=per_host)
+    check_outcomes(web, got, retries=1)
+    check_attempts(web, wanted, retries=1)
+    assert web.main.connections < sum(web.main.requests.values()), "keep-alive should have carried several urls"
+
+
+def test_a_connection_that_must_close_is_never_asked_again(hostile_web: HostileWeb) -> None:
+    """One request at a time on one host: were a POISON connection kept, every honest url after it would be
+    answered on it with another image."""
+    web = hostile_web
+    wanted = paired(web, sorted(POISON) * 3)
+    with bounded(GUARD), Fetcher(timeout=TIMEOUT, retries=0, policy=FetchPolicy(per_host=1)) as fetcher:
+        got = fetch_all(fetcher, wanted, threads=1)
+    check_outcomes(web, got, retries=0)
+    # Each POISON answer ends its connection, and the honest url after it opens the next (kept for the next POISON).
+    assert web.main.connections == len(POISON) * 3 + 1
+
+
+def response(head: bytes) -> http_wire.Response:
+    """The head's Response as the wire layer frames it, read from a socket pair."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(head)
+        return http_wire.Connection(ours).exchange(urls.target("http://127.0.0.1/"), (), lambda: 5.0)
+
+
+@pytest.mark.parametrize(
+    ("fields", "framing", "persistent"),
+    [
+        (b"Content-Length: 12", "length", True),
+        (b"Content-Length: 12, 12", "length", True),
+        (b"Content-Length: 012", "length", True),
+        (b"Transfer-Encoding: chunked", "chunked", True),
+        (b"Transfer-Encoding: chunked\r\nContent-Length: 12", "chunked", False),
+        (b"Connection: close\r\nContent-Length: 12", "length", False),
+        (b"", "close", False),
+    ],
+)
+def test_framing_of_a_well_formed_head(fields: bytes, framing: str, persistent: bool) -> None:
+    got = response(b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n\r\n")
+    assert (got.framing, got.persistent) == (framing, persistent)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        b"Content-Length: ",
+        b"Content-Length: 12,",
+        b"Content-Length: 12\r\nContent-Length: 13",
+        b"Content-Length: 1_2",
+        b"Content-Length: \xb9\xb2",
+        b"Transfer-Encoding: \r\nContent-Length: 12",
+        b"Transfer-Encoding: chunked, chunked",
+        b"Transfer-Encoding: identity",
+    ],
+)
+def test_an_ambiguous_head_is_broken(fields: bytes) -> None:
+    with pytest.raises(http_wire.Broken):
+        response(b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n\r\n")
+
+
+def test_http10_chunked_is_read_but_never_kept() -> None:
+    got = response(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert (got.framing, got.persistent) == ("chunked", False)
