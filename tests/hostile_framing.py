@@ -77,10 +77,15 @@ FRAMING: dict[str, str | None] = {
     "scheme_relative": None,  # Location //127.0.0.1:<other port>/honest/i
     "file_redirect": "bad_url",  # Location file:///etc/passwd
     "data_redirect": "bad_url",  # Location data:image/png;base64,<the start of another image>
+    "same_scheme": None,  # Location http:/honest/i: the base's scheme and no authority, relative to the base
+    "backslashes": None,  # Location \\honest\\i, a slash to a browser
+    "two_locations": "http_error",  # 302 with two different Locations (the second to another image)
     "no_location": "http_error",  # 302 without a Location
     "empty_location": "http_error",  # 302 with an empty Location
 }
-FINAL = frozenset({"switching", "br", "not_modified", "no_location", "empty_location"})  # dropped at once
+FINAL = frozenset(
+    {"switching", "br", "not_modified", "two_locations", "no_location", "empty_location"}
+)  # dropped at once
 POISON = frozenset({"te_then_cl", "te_http10", "close_open", "http10_open"})
 
 
@@ -205,6 +210,11 @@ def answer(server: Server, conn: socket.socket, behaviour: str, i: int) -> bool:
         "scheme_relative": lambda: _redirect(server.other_base().replace("http:", "", 1) + f"/honest/{i}"),
         "file_redirect": lambda: _redirect("file:///etc/passwd"),
         "data_redirect": lambda: _redirect("data:image/png;base64," + base64.b64encode(other[:3000]).decode()),
+        "same_scheme": lambda: _redirect(f"http:/honest/{i}"),
+        "backslashes": lambda: _redirect(f"\\honest\\{i}"),
+        "two_locations": lambda: (
+            _redirect(f"/honest/{i}")[:-2] + f"Location: /honest/{(i + 1) % IMAGES}\r\n\r\n".encode()
+        ),
         "no_location": lambda: _redirect(None),
         "empty_location": lambda: _redirect(""),
     }[behaviour]()

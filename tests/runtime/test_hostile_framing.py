@@ -55,13 +55,18 @@ def test_a_connection_that_must_close_is_never_asked_again(hostile_web: HostileW
 
 
 def response(head: bytes) -> http_wire.Response:
-    """The head's Response as the wire layer frames it, read from a socket pair."""
+    """The head's Response as the wire layer frames it, sent over a socket pair once the request has arrived."""
     import socket
+    import threading
 
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        theirs.sendall(head)
-        return http_wire.Connection(ours).exchange(urls.target("http://127.0.0.1/"), (), lambda: 5.0)
+        server = threading.Thread(target=lambda: (theirs.recv(1 << 16), theirs.sendall(head)), daemon=True)
+        server.start()
+        try:
+            return http_wire.Connection(ours).exchange(urls.target("http://127.0.0.1/"), (), lambda: 5.0)
+        finally:
+            server.join(timeout=5)
 
 
 @pytest.mark.parametrize(
@@ -102,3 +107,14 @@ def test_an_ambiguous_head_is_broken(fields: bytes) -> None:
 def test_http10_chunked_is_read_but_never_kept() -> None:
     got = response(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n")
     assert (got.framing, got.persistent) == ("chunked", False)
+
+
+def test_an_answer_sent_before_the_request_is_no_answer() -> None:
+    """A response already waiting on a fresh connection when the request goes out answers nothing of ours."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc")
+        with pytest.raises(http_wire.Broken, match="before it was asked"):
+            http_wire.Connection(ours).exchange(urls.target("http://127.0.0.1/"), (), lambda: 5.0)

@@ -267,8 +267,11 @@ class Fetcher:
         status = response.status
         if status != 200:
             reusable = conn.drained(response) and conn.finished(response)
-            location = response.header("location")
-            if status in _REDIRECTS and location:
+            locations = set(response.all("location")) - {""}
+            if status in _REDIRECTS and len(locations) > 1:  # which to follow would be a guess (so says Chromium)
+                raise Dropped(HTTP_ERROR, f"HTTP {status} names {len(locations)} different Locations")
+            if status in _REDIRECTS and locations:
+                location = locations.pop()
                 return _Answer(location=location.encode("latin-1").decode("utf-8", "replace")), reusable
             self._note_refusal(host, response)
             reason = f"HTTP {status} {response.reason}".strip()

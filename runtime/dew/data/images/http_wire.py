@@ -97,6 +97,10 @@ class Connection:
         """Sends a GET for `target` and reads the response head."""
         lines = [f"GET {target.path} HTTP/1.1", f"Host: {target.authority}", *(f"{k}: {v}" for k, v in headers)]
         self._received = 0
+        # A server speaks only when asked: bytes already here on a fresh plain connection answer no request of
+        # ours (a kept one was looked at as it left the idle list; a fresh TLS one may hold session tickets).
+        if not self.exchanges and not isinstance(self.sock, ssl.SSLSocket) and not self.clean():
+            raise Broken("the server sent an answer before it was asked")
         try:
             self.sock.settimeout(left())
             self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
