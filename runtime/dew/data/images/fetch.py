@@ -18,7 +18,9 @@ the sockets in view, so close() can cut a fetch hung on a slow server from anoth
   Retry-After (or an exponential wait without one), up to `max_wait` — a host asking for longer is
   dropped at once rather than holding threads for it.
 - Redirects are followed up to `max_redirects`, and one back to a url already visited is a loop.
-- A body over `max_bytes` is refused by its Content-Length or as it arrives.
+- A body over `max_bytes` is refused by its Content-Length, as it arrives or as it decompresses: a gzip or
+  deflate Content-Encoding is undone before the body is judged, another coding is an http_error.
+- A redirect with two different Locations is an http_error: which to follow would be a guess.
 - X-Robots-Tag noai / noimageai is honoured (img2dataset's opt-out; dew.data.images.robots_tag): the body
   is never read.
 """

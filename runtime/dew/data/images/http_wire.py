@@ -7,10 +7,14 @@ of it), which rejects no url it is handed and which hands a connection back howe
 - Every wait (name lookup, connect, TLS handshake, send, each receive) takes the seconds `left()` says
   remain of one deadline, so however a server paces its bytes, the exchange ends when the deadline does.
 - A body is framed by one Content-Length (every copy of the header agreeing), by chunked coding, or by the
-  connection's end; anything else is Broken. A Content-Length body that ends short is Broken.
+  connection's end; anything else is Broken: a length that is not one plain number, a Transfer-Encoding other
+  than `chunked` (even an empty one), an interim 1xx that frames a body. A Content-Length body that ends short
+  is Broken. An HTTP/1.0 answer in chunks, or one beside a Content-Length, is read and never kept.
+- `decoded` undoes a gzip or deflate Content-Encoding within the caller's limit; another coding is Unsupported.
 - A connection is reusable only after an exchange whose framing was exact, nothing having arrived past its
   end (bytes a server sends beyond its Content-Length would be read as the next url's answer), and again
-  only if nothing arrives while it waits idle (`Connection.clean`).
+  only if nothing arrives while it waits idle (`Connection.clean`). Bytes waiting on a fresh connection
+  before the request is sent answer nothing of ours: Broken.
 - Limits: a response head of HEAD_LIMIT bytes and MAX_HEADERS lines, chunk-size lines of LINE_LIMIT.
 """
 
