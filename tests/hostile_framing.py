@@ -12,10 +12,14 @@ from __future__ import annotations
 import base64
 import gzip
 import socket
+import struct
+import time
 import zlib
 from typing import Protocol
 
 from tests.hostile_wire import IMAGES, chunks, head, image, kind, response
+
+RESET_DELAY = 0.2  # seconds between an answer and the reset after it
 
 FRAMING: dict[str, str | None] = {
     # Content-Length, malformed or in several copies (RFC 9110 8.6, 9112 6.3)
@@ -53,6 +57,9 @@ FRAMING: dict[str, str | None] = {
     "close_open": None,  # Connection: close and an exact length, the connection left open
     "http10_open": None,  # HTTP/1.0 with an exact length and no keep-alive, the connection left open
     "no_length_open": "timeout",  # HTTP/1.1 keep-alive with no length: the body never ends, whatever it holds
+    # answered, then reset, as a server that closes with the request unread does (SO_LINGER 0, RESET_DELAY on)
+    "answer_reset": None,  # an exact Content-Length: the body is whole before the reset
+    "close_reset": "http_error",  # HTTP/1.0 with no length: a reset is no close, so the body's end is unknown
     # interim answers
     "continue": None,  # 100 Continue, then the image
     "interims": None,  # 100, 102 and 103, then the image
@@ -171,6 +178,8 @@ def answer(server: Server, conn: socket.socket, behaviour: str, i: int) -> bool:
         ),
         "space_colon": lambda: head("200 OK", typed)[:-2] + b"Content-Length : %d\r\n\r\n" % n + body,
         "folded": lambda: _sized(body, str(n), **{"Content-Type": "image/*\r\n " + mime.split("/")[1]}),
+        "answer_reset": lambda: response(body, mime),
+        "close_reset": lambda: head("200 OK", typed, "HTTP/1.0") + body,
         "close11": lambda: head("200 OK", {**typed, "Connection": "close"}) + body,
         "close_open": lambda: response(body, mime, Connection="close"),
         "http10_open": lambda: head("200 OK", {**typed, "Content-Length": str(n)}, "HTTP/1.0") + body,
@@ -221,6 +230,10 @@ def answer(server: Server, conn: socket.socket, behaviour: str, i: int) -> bool:
     conn.sendall(sent)
     if behaviour == "no_length_open":
         return server.hold(conn)
+    if behaviour.endswith("_reset"):
+        time.sleep(RESET_DELAY)  # the answer delivered whole first: a reset throws away what is still unsent
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        return False
     return behaviour != "close11"
 
 
