@@ -15,6 +15,8 @@ of it), which rejects no url it is handed and which hands a connection back howe
   end (bytes a server sends beyond its Content-Length would be read as the next url's answer), and again
   only if nothing arrives while it waits idle (`Connection.clean`). Bytes waiting on a fresh connection
   before the request is sent answer nothing of ours: Broken.
+- A body without a length ends at the server's close only: a reset, or a TLS stream cut without its
+  close_notify (how a truncation attack looks), is Broken.
 - Limits: a response head of HEAD_LIMIT bytes and MAX_HEADERS lines, chunk-size lines of LINE_LIMIT.
 """
 
@@ -50,6 +52,10 @@ Left = Callable[[], float]
 
 class Broken(Exception):
     """The exchange broke: an answer malformed or cut short, or the connection refused or reset."""
+
+
+class _Closed(Broken):
+    """The server closed the connection (an orderly end: a TCP FIN, or TLS close_notify)."""
 
 
 class Stale(Broken):
@@ -128,10 +134,10 @@ class Connection:
             return self._take(response.length)
         if response.framing == "chunked":
             return self._chunked(left, limit)
-        while len(self.buffer) <= limit:  # until the server closes
+        while len(self.buffer) <= limit:  # until the server closes: a close, not a reset or a TLS cut (Broken)
             try:
                 self._fill(left, "")
-            except Broken:
+            except _Closed:
                 return self._take(len(self.buffer))
         raise Oversize(f"the body runs past {limit} bytes")
 
@@ -218,9 +224,12 @@ class Connection:
 
     def _fill(self, left: Left, ended: str) -> None:
         self.sock.settimeout(left())
-        data = self.sock.recv(_RECV)
+        try:
+            data = self.sock.recv(_RECV)
+        except ssl.SSLEOFError:  # the TCP connection ended with no TLS close_notify: whoever cut it, not the server
+            raise Broken("the TLS connection ended without its close_notify") from None
         if not data:
-            raise Broken(ended or "the connection closed")
+            raise _Closed(ended or "the connection closed")
         self._received += len(data)
         self.buffer += data
 
@@ -361,7 +370,10 @@ def connect(target: Target, addresses: list[tuple[int, tuple]], left: Left, tls:
             if code:
                 raise Broken(f"connect to {target.authority}: {errno.errorcode.get(code, code)}")
             if tls is not None:
-                wrapped = tls.wrap_socket(sock, server_hostname=target.host, do_handshake_on_connect=False)
+                # A TLS stream cut without close_notify may be an attacker's truncation: an SSLEOFError, never an end.
+                wrapped = tls.wrap_socket(
+                    sock, server_hostname=target.host, do_handshake_on_connect=False, suppress_ragged_eofs=False
+                )
                 sock = _handshake(wrapped, left)
             return Connection(sock)
         except (Broken, OSError) as failed:
