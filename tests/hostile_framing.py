@@ -84,6 +84,7 @@ FRAMING: dict[str, str | None] = {
     "scheme_relative": None,  # Location //127.0.0.1:<other port>/honest/i
     "file_redirect": "bad_url",  # Location file:///etc/passwd
     "data_redirect": "bad_url",  # Location data:image/png;base64,<the start of another image>
+    "redirect_extra": None,  # 302 to /honest/i with Content-Length 0, then another image's response
     "same_scheme": None,  # Location http:/honest/i: the base's scheme and no authority, relative to the base
     "backslashes": None,  # Location \\honest\\i, a slash to a browser
     "two_locations": "http_error",  # 302 with two different Locations (the second to another image)
@@ -219,6 +220,7 @@ def answer(server: Server, conn: socket.socket, behaviour: str, i: int) -> bool:
         "scheme_relative": lambda: _redirect(server.other_base().replace("http:", "", 1) + f"/honest/{i}"),
         "file_redirect": lambda: _redirect("file:///etc/passwd"),
         "data_redirect": lambda: _redirect("data:image/png;base64," + base64.b64encode(other[:3000]).decode()),
+        "redirect_extra": lambda: _redirect(f"/honest/{i}") + smuggled,
         "same_scheme": lambda: _redirect(f"http:/honest/{i}"),
         "backslashes": lambda: _redirect(f"\\honest\\{i}"),
         "two_locations": lambda: (

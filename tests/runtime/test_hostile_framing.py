@@ -108,6 +108,11 @@ def test_an_ambiguous_head_is_broken(fields: bytes) -> None:
         response(b"HTTP/1.1 200 OK\r\n" + fields + b"\r\n\r\n")
 
 
+def test_close_beside_keep_alive_closes() -> None:
+    got = response(b"HTTP/1.0 200 OK\r\nConnection: keep-alive, close\r\nContent-Length: 0\r\n\r\n")
+    assert (got.framing, got.persistent) == ("length", False)
+
+
 def test_http10_chunked_is_read_but_never_kept() -> None:
     got = response(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n")
     assert (got.framing, got.persistent) == ("chunked", False)

@@ -285,7 +285,7 @@ def _framed(status: int, reason: str, http11: bool, headers: tuple[tuple[str, st
         return [t.strip().lower() for key, value in headers if key == name for t in value.split(",") if t.strip()]
 
     connection = tokens("connection")
-    persistent = "close" not in connection if http11 else "keep-alive" in connection
+    persistent = "close" not in connection and (http11 or "keep-alive" in connection)
     names = {key for key, _ in headers}
     if status in (204, 304):
         return Response(status, reason, headers, "none", 0, persistent and not names & _FRAMING)
