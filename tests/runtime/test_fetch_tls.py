@@ -10,7 +10,6 @@ import datetime
 import ipaddress
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ pytest.importorskip("cryptography")
 
 from tests.hang_guard import bounded
 from tests.hostile_wire import head, image, kind, response
+from tests.runtime.test_fetch_wire import LyingServer
 
 GUARD = 120.0  # a hang guard, never a speed test
 
@@ -56,39 +56,21 @@ def certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-class TlsServer:
+class TlsServer(LyingServer):
     """https on 127.0.0.1: /length/i an exact Content-Length on a kept connection; /clean/i and /ragged/i an
     HTTP/1.0 body ended by the connection's end, whole with close_notify, and half of it without."""
 
     def __init__(self, cert: Path, key: Path) -> None:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.load_cert_chain(cert, key)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.1)
-        self.port = self.listener.getsockname()[1]
         self.connections = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
 
     def url(self, behaviour: str, i: int) -> str:
         return f"https://127.0.0.1:{self.port}/{behaviour}/{i}"
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=10)
-        self.listener.close()
-
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                raw, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            self.connections += 1
-            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
-
     def _connection(self, raw: socket.socket) -> None:
+        self.connections += 1
         raw.settimeout(10)
         with contextlib.suppress(OSError), self.context.wrap_socket(raw, server_side=True) as conn:
             buffer = b""
