@@ -15,22 +15,19 @@ redirects to.
 from __future__ import annotations
 
 import contextlib
-import functools
-import io
 import socket
 import struct
 import threading
 import time
 from collections import Counter
 
-import numpy as np
+from tests import hostile_framing as framing
+from tests.hostile_wire import IMAGES, chunks, head, image, kind, response
 
 LIFETIME = 300.0  # the server stops after this long whoever forgets it
 DRIP_SECONDS = 0.5  # a dripping answer's pace: one byte each
-IMAGES = 64  # image i exists for i < IMAGES; every url of a test gets its own i
 CUT = 64  # the bytes a lying Content-Length is off by
 _TICK = 0.1
-SIDES = (176, 208)  # height, width of every image
 
 # behaviour → the reason a fetcher with at least one retry drops it for; None where the image is fetched.
 BEHAVIOURS: dict[str, str | None] = {
@@ -57,50 +54,12 @@ BEHAVIOURS: dict[str, str | None] = {
     "no_content": "http_error",  # 204, then another image's whole response nobody asked for
     "cl_twice": "http_error",  # two Content-Length headers that disagree
     "huge_head": "http_error",  # a header block of 96 KiB
+    **framing.FRAMING,  # lengths, codings, chunk syntax, limits, interim answers, redirects: tests/hostile_framing.py
 }
-_FINAL = frozenset({"missing", "no_content"})  # error statuses no retry asks again
+_FINAL = frozenset({"missing", "no_content"}) | framing.FINAL  # error statuses no retry asks again
 # Behaviours whose every attempt fails: a fetch of one makes retries + 1 requests; every other makes one
 # (busy: two, the first time).
 RETRIED = frozenset(b for b, reason in BEHAVIOURS.items() if reason in ("timeout", "http_error") and b not in _FINAL)
-
-
-@functools.cache
-def image(i: int) -> bytes:
-    """Image i: its own 208 × 176 crop of one of four photographs, JPEG (even i) or PNG (odd i)."""
-    from PIL import Image
-    from skimage import data
-
-    if not 0 <= i < IMAGES:
-        raise ValueError(f"there are images 0..{IMAGES - 1}, not {i}")
-    photo = (data.astronaut, data.coffee, data.chelsea, data.rocket)[i % 4]()
-    step = i // 4  # 16 crops a photograph, 7 px apart along both sides
-    pixels = np.ascontiguousarray(photo[7 * step : 7 * step + SIDES[0], 9 * step : 9 * step + SIDES[1], :3])
-    buffer = io.BytesIO()
-    if i % 2:
-        Image.fromarray(pixels).save(buffer, format="PNG")
-    else:
-        Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
-    return buffer.getvalue()
-
-
-def _head(status: str, headers: dict[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers.items())]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _response(body: bytes, kind: str, length: int | None = None, status: str = "200 OK", **headers: str) -> bytes:
-    fields = {"Content-Type": kind, "Content-Length": str(len(body) if length is None else length), **headers}
-    return _head(status, fields) + body
-
-
-def _kind(i: int) -> str:
-    return "image/png" if i % 2 else "image/jpeg"
-
-
-def _chunks(body: bytes, size: int = 1000) -> list[bytes]:
-    return [
-        b"%x\r\n" % len(part) + part + b"\r\n" for part in (body[at : at + size] for at in range(0, len(body), size))
-    ]
 
 
 class HostileServer:
@@ -168,6 +127,7 @@ class HostileServer:
     def _connection(self, conn: socket.socket) -> None:
         conn.settimeout(_TICK)
         buffer, first = b"", True
+        poisoned: int | None = None  # once a POISON answer went out: the i every later answer mislabels
         try:
             while not self._over():
                 while b"\r\n\r\n" not in buffer:
@@ -175,10 +135,16 @@ class HostileServer:
                     if not data:
                         return
                     buffer += data
-                head, buffer = buffer.split(b"\r\n\r\n", 1)
-                path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode("ascii", "replace")
+                request, buffer = buffer.split(b"\r\n\r\n", 1)
+                path = request.split(b"\r\n", 1)[0].split(b" ")[1].decode("ascii", "replace")
+                if poisoned is not None:  # the fetcher should have let this connection go
+                    self._count(path, first, "poisoned")
+                    framing.poisoned(conn, poisoned)
+                    continue
                 if not self._answer(conn, path, first):
                     return
+                if path.strip("/").split("/")[0] in framing.POISON:
+                    poisoned = behaviour_of(path)[1]
                 first = False
         except OSError:
             return  # the client gave up on this connection: a timeout, a close, a size limit
@@ -223,47 +189,47 @@ class HostileServer:
             i = int(parts[1])
             body = image(i)
         except (IndexError, ValueError):
-            conn.sendall(_response(b"no such url", "text/plain", status="404 Not Found"))
+            conn.sendall(response(b"no such url", "text/plain", status="404 Not Found"))
             return True
         self._count(path, first, behaviour)
-        kind = _kind(i)
+        mime = kind(i)
         if behaviour == "honest" or (behaviour == "busy" and self.requests[path] > 1):
-            conn.sendall(_response(body, kind))
+            conn.sendall(response(body, mime))
         elif behaviour == "busy":
-            conn.sendall(_response(b"slow down", "text/plain", status="429 Too Many Requests", **{"Retry-After": "1"}))
+            conn.sendall(response(b"slow down", "text/plain", status="429 Too Many Requests", **{"Retry-After": "1"}))
         elif behaviour == "chunked":
-            conn.sendall(_head("200 OK", {"Content-Type": kind, "Transfer-Encoding": "chunked"}))
-            conn.sendall(b"".join(_chunks(body)) + b"0\r\n\r\n")
+            conn.sendall(head("200 OK", {"Content-Type": mime, "Transfer-Encoding": "chunked"}))
+            conn.sendall(b"".join(chunks(body)) + b"0\r\n\r\n")
         elif behaviour == "extra":
             smuggled = image((i + 1) % IMAGES)
-            conn.sendall(_response(body, kind) + _response(smuggled, _kind(i + 1)))
+            conn.sendall(response(body, mime) + response(smuggled, kind(i + 1)))
         elif behaviour == "elsewhere":
             where = f"{self.other.base}/honest/{i}" if self.other else "/missing/0"
-            conn.sendall(_response(b"", "text/plain", status="302 Found", Location=where))
+            conn.sendall(response(b"", "text/plain", status="302 Found", Location=where))
         elif behaviour == "cl_short":
-            conn.sendall(_response(body, kind, length=len(body) // 2))
+            conn.sendall(response(body, mime, length=len(body) // 2))
         elif behaviour == "cl_long":
-            conn.sendall(_response(body, kind, length=len(body) + CUT))
+            conn.sendall(response(body, mime, length=len(body) + CUT))
             return self._hold(conn)
         elif behaviour == "short_close":
-            conn.sendall(_response(body, kind)[: -len(body) // 2])
+            conn.sendall(response(body, mime)[: -len(body) // 2])
             return False
         elif behaviour == "chunk_cut":
-            chunks = _chunks(body)
-            conn.sendall(_head("200 OK", {"Content-Type": kind, "Transfer-Encoding": "chunked"}))
-            conn.sendall(chunks[0] + chunks[1][: len(chunks[1]) // 2])
+            pieces = chunks(body)
+            conn.sendall(head("200 OK", {"Content-Type": mime, "Transfer-Encoding": "chunked"}))
+            conn.sendall(pieces[0] + pieces[1][: len(pieces[1]) // 2])
             return False
         elif behaviour == "reset":
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             return False
         elif behaviour == "drip_head":
-            return self._drip(conn, _response(body, kind))
+            return self._drip(conn, response(body, mime))
         elif behaviour == "drip_body":
-            conn.sendall(_head("200 OK", {"Content-Type": kind, "Content-Length": str(len(body))}))
+            conn.sendall(head("200 OK", {"Content-Type": mime, "Content-Length": str(len(body))}))
             return self._drip(conn, body)
         elif behaviour == "drip_chunk":
-            conn.sendall(_head("200 OK", {"Content-Type": kind, "Transfer-Encoding": "chunked"}))
-            for chunk in _chunks(body):
+            conn.sendall(head("200 OK", {"Content-Type": mime, "Transfer-Encoding": "chunked"}))
+            for chunk in chunks(body):
                 size, _, rest = chunk.partition(b"\r\n")
                 if not self._drip(conn, size + b"\r\n"):
                     return False
@@ -273,30 +239,39 @@ class HostileServer:
             return self._hold(conn)
         elif behaviour == "loop":
             after = {2: f"/loop/{i}/b", 3: f"/loop/{i}/c" if parts[2:] == ["b"] else f"/loop/{i}/b"}[min(len(parts), 3)]
-            conn.sendall(_response(b"", "text/plain", status="302 Found", Location=after))
+            conn.sendall(response(b"", "text/plain", status="302 Found", Location=after))
         elif behaviour == "html":
-            conn.sendall(_response(b"<!doctype html><html><body>not an image</body></html>", "image/jpeg"))
+            conn.sendall(response(b"<!doctype html><html><body>not an image</body></html>", "image/jpeg"))
         elif behaviour == "smuggle":
-            head = _head("200 OK", {"Content-Type": kind, "Content-Length": "10", "Transfer-Encoding": "chunked"})
+            lying = head("200 OK", {"Content-Type": mime, "Content-Length": "10", "Transfer-Encoding": "chunked"})
             smuggled = image((i + 1) % IMAGES)
-            conn.sendall(head + b"".join(_chunks(body)) + b"0\r\n\r\n" + _response(smuggled, _kind(i + 1)))
+            conn.sendall(lying + b"".join(chunks(body)) + b"0\r\n\r\n" + response(smuggled, kind(i + 1)))
         elif behaviour == "early_hints":
-            conn.sendall(_head("103 Early Hints", {"Link": "</style.css>; rel=preload"}) + _response(body, kind))
+            conn.sendall(head("103 Early Hints", {"Link": "</style.css>; rel=preload"}) + response(body, mime))
         elif behaviour == "close_delimited":
-            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: " + kind.encode() + b"\r\n\r\n" + body)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: " + mime.encode() + b"\r\n\r\n" + body)
             return False
         elif behaviour == "no_content":
             smuggled = image((i + 1) % IMAGES)
-            conn.sendall(_head("204 No Content", {}) + _response(smuggled, _kind(i + 1)))
+            conn.sendall(head("204 No Content", {}) + response(smuggled, kind(i + 1)))
         elif behaviour == "cl_twice":
-            conn.sendall(_head("200 OK", {"Content-Type": kind, "Content-Length": str(len(body))})[:-2])
+            conn.sendall(head("200 OK", {"Content-Type": mime, "Content-Length": str(len(body))})[:-2])
             conn.sendall(b"Content-Length: %d\r\n\r\n" % (len(body) - CUT) + body)
         elif behaviour == "huge_head":
             filler = "".join(f"X-Filler-{n}: {'x' * 1000}\r\n" for n in range(96)).encode()
             conn.sendall(b"HTTP/1.1 200 OK\r\n" + filler + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        elif behaviour in framing.FRAMING:
+            return framing.answer(self, conn, behaviour, i)
         else:
-            conn.sendall(_response(b"no such image", "text/plain", status="404 Not Found"))
+            conn.sendall(response(b"no such image", "text/plain", status="404 Not Found"))
         return True
+
+    def other_base(self) -> str:
+        """Where a redirect "elsewhere" goes: the other server, or this one where there is none."""
+        return self.other.base if self.other else self.base
+
+    def hold(self, conn: socket.socket) -> bool:
+        return self._hold(conn)
 
 
 class HostileWeb:

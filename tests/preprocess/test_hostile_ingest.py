@@ -21,7 +21,8 @@ pytest.importorskip("cv2")
 pytest.importorskip("skimage.data")
 
 from tests.hang_guard import bounded
-from tests.hostile_http import BEHAVIOURS, SIDES, HostileWeb
+from tests.hostile_http import BEHAVIOURS, HostileWeb
+from tests.hostile_wire import SIDES
 
 pytestmark = pytest.mark.beam
 SIZE = 64
@@ -89,7 +90,8 @@ def run_and_check(web: HostileWeb, rows: list[str], tmp_path: Path) -> None:
 def test_every_committed_record_holds_its_own_urls_image_beside_every_lie(hostile_web: HostileWeb, tmp_path) -> None:
     web = hostile_web
     rows = web.every_behaviour(0)
-    rows += [web.url("honest", i) for i in range(len(rows), 29)] + web.odd_urls(29) + web.bad_urls()
+    first = len(rows)  # honest neighbours and odd spellings after every behaviour, each with an image of its own
+    rows += [web.url("honest", i) for i in range(first, first + 6)] + web.odd_urls(first + 6) + web.bad_urls()
     run_and_check(web, rows, tmp_path)
 
 

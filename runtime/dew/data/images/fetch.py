@@ -18,7 +18,9 @@ the sockets in view, so close() can cut a fetch hung on a slow server from anoth
   Retry-After (or an exponential wait without one), up to `max_wait` — a host asking for longer is
   dropped at once rather than holding threads for it.
 - Redirects are followed up to `max_redirects`, and one back to a url already visited is a loop.
-- A body over `max_bytes` is refused by its Content-Length or as it arrives.
+- A body over `max_bytes` is refused by its Content-Length, as it arrives or as it decompresses: a gzip or
+  deflate Content-Encoding is undone before the body is judged, another coding is an http_error.
+- A redirect with two different Locations is an http_error: which to follow would be a guess.
 - X-Robots-Tag noai / noimageai is honoured (img2dataset's opt-out; dew.data.images.robots_tag): the body
   is never read.
 """
@@ -124,7 +126,11 @@ class Fetcher:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         validate.non_negative_int("retries", retries)
         self.timeout, self.retries, self.policy = float(timeout), retries, policy or FetchPolicy()
-        self._headers = (("User-Agent", self.policy.user_agent), ("Accept", "image/*, */*;q=0.5"))
+        self._headers = (
+            ("User-Agent", self.policy.user_agent),
+            ("Accept", "image/*, */*;q=0.5"),
+            ("Accept-Encoding", "gzip, deflate"),  # what http_wire.decoded undoes; without it any coding is allowed
+        )
         self._hosts: dict[tuple[str, str, int], _Host] = {}
         self._live: set[Connection] = set()
         self._lock = threading.Lock()
@@ -263,8 +269,11 @@ class Fetcher:
         status = response.status
         if status != 200:
             reusable = conn.drained(response) and conn.finished(response)
-            location = response.header("location")
-            if status in _REDIRECTS and location:
+            locations = set(response.all("location")) - {""}
+            if status in _REDIRECTS and len(locations) > 1:  # which to follow would be a guess (so says Chromium)
+                raise Dropped(HTTP_ERROR, f"HTTP {status} names {len(locations)} different Locations")
+            if status in _REDIRECTS and locations:
+                location = locations.pop()
                 return _Answer(location=location.encode("latin-1").decode("utf-8", "replace")), reusable
             self._note_refusal(host, response)
             reason = f"HTTP {status} {response.reason}".strip()
@@ -278,9 +287,12 @@ class Fetcher:
             raise Dropped(NO_IMAGE, f"the response is {kind}")
         try:
             body = conn.body(response, left, self.policy.max_bytes)
+            reusable = conn.finished(response)
+            body = http_wire.decoded(response, body, self.policy.max_bytes)
         except Oversize as error:
             raise Dropped(TOO_LARGE, str(error)) from None
-        reusable = conn.finished(response)
+        except http_wire.Unsupported as error:
+            raise Dropped(HTTP_ERROR, str(error)) from None
         if not body:
             raise Dropped(NO_IMAGE, "the response is empty")
         if body.lstrip(b" \t\r\n").startswith(_MARKUP):
@@ -317,7 +329,7 @@ def opted_out(values: list[str], policy: FetchPolicy) -> bool:
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():  # "²" is a digit to str.isdigit, not to float()
         return float(value.strip())
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -7,10 +7,16 @@ of it), which rejects no url it is handed and which hands a connection back howe
 - Every wait (name lookup, connect, TLS handshake, send, each receive) takes the seconds `left()` says
   remain of one deadline, so however a server paces its bytes, the exchange ends when the deadline does.
 - A body is framed by one Content-Length (every copy of the header agreeing), by chunked coding, or by the
-  connection's end; anything else is Broken. A Content-Length body that ends short is Broken.
+  connection's end; anything else is Broken: a length that is not one plain number, a Transfer-Encoding other
+  than `chunked` (even an empty one), an interim 1xx that frames a body. A Content-Length body that ends short
+  is Broken. An HTTP/1.0 answer in chunks, or one beside a Content-Length, is read and never kept.
+- `decoded` undoes a gzip or deflate Content-Encoding within the caller's limit; another coding is Unsupported.
 - A connection is reusable only after an exchange whose framing was exact, nothing having arrived past its
   end (bytes a server sends beyond its Content-Length would be read as the next url's answer), and again
-  only if nothing arrives while it waits idle (`Connection.clean`).
+  only if nothing arrives while it waits idle (`Connection.clean`). Bytes waiting on a fresh connection
+  before the request is sent answer nothing of ours: Broken.
+- A body without a length ends at the server's close only: a reset, or a TLS stream cut without its
+  close_notify (how a truncation attack looks), is Broken.
 - Limits: a response head of HEAD_LIMIT bytes and MAX_HEADERS lines, chunk-size lines of LINE_LIMIT.
 """
 
@@ -25,6 +31,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +43,7 @@ LINE_LIMIT = 4096
 _RECV = 1 << 16
 _TICK = 0.25  # the longest a connect, handshake or lookup waits between looks at left()
 _RESOLVED_SECONDS = 300.0  # how long a name lookup is reused for
+_FRAMING = frozenset({"content-length", "transfer-encoding"})
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 # Seconds left of the deadline; it raises (the caller's timeout or close) when none are.
@@ -44,6 +52,10 @@ Left = Callable[[], float]
 
 class Broken(Exception):
     """The exchange broke: an answer malformed or cut short, or the connection refused or reset."""
+
+
+class _Closed(Broken):
+    """The server closed the connection (an orderly end: a TCP FIN, or TLS close_notify)."""
 
 
 class Stale(Broken):
@@ -95,6 +107,10 @@ class Connection:
         """Sends a GET for `target` and reads the response head."""
         lines = [f"GET {target.path} HTTP/1.1", f"Host: {target.authority}", *(f"{k}: {v}" for k, v in headers)]
         self._received = 0
+        # A server speaks only when asked: bytes already here on a fresh plain connection answer no request of
+        # ours (a kept one was looked at as it left the idle list; a fresh TLS one may hold session tickets).
+        if not self.exchanges and not isinstance(self.sock, ssl.SSLSocket) and not self.clean():
+            raise Broken("the server sent an answer before it was asked")
         try:
             self.sock.settimeout(left())
             self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
@@ -118,10 +134,10 @@ class Connection:
             return self._take(response.length)
         if response.framing == "chunked":
             return self._chunked(left, limit)
-        while len(self.buffer) <= limit:  # until the server closes
+        while len(self.buffer) <= limit:  # until the server closes: a close, not a reset or a TLS cut (Broken)
             try:
                 self._fill(left, "")
-            except Broken:
+            except _Closed:
                 return self._take(len(self.buffer))
         raise Oversize(f"the body runs past {limit} bytes")
 
@@ -161,7 +177,11 @@ class Connection:
                     raise Broken(f"the header line {bytes(line[:60])!r} is malformed")
                 headers.append((name.decode("ascii").lower(), value.strip().decode("latin-1")))
             if 100 <= status < 200 and status != 101:
-                continue  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+                # An interim answer (100 Continue, 103 Early Hints): the real one follows. None has a body, so one
+                # that frames a body is no answer a reading could be sure of.
+                if any(key in _FRAMING for key, _ in headers):
+                    raise Broken(f"the interim {status} response frames a body, which none has")
+                continue
             reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
             return _framed(status, reason, parts[0] == b"HTTP/1.1", tuple(headers))
 
@@ -169,8 +189,8 @@ class Connection:
         body = bytearray()
         while True:
             line = self._line(left, LINE_LIMIT)
-            size = line.split(b";", 1)[0].strip()
-            if not size or len(size) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size):
+            size = line.split(b";", 1)[0].strip()  # an extension after ";" is read and ignored
+            if not size or len(size.lstrip(b"0")) > 16 or not all(c in b"0123456789abcdefABCDEF" for c in size):
                 raise Broken(f"the chunk-size line {bytes(line[:40])!r} is malformed")
             length = int(size, 16)
             if not length:
@@ -204,9 +224,12 @@ class Connection:
 
     def _fill(self, left: Left, ended: str) -> None:
         self.sock.settimeout(left())
-        data = self.sock.recv(_RECV)
+        try:
+            data = self.sock.recv(_RECV)
+        except ssl.SSLEOFError:  # the TCP connection ended with no TLS close_notify: whoever cut it, not the server
+            raise Broken("the TLS connection ended without its close_notify") from None
         if not data:
-            raise Broken(ended or "the connection closed")
+            raise _Closed(ended or "the connection closed")
         self._received += len(data)
         self.buffer += data
 
@@ -214,6 +237,41 @@ class Connection:
         taken = bytes(self.buffer[:count])
         del self.buffer[:count]
         return taken
+
+
+class Unsupported(Exception):
+    """The body is in a content coding the fetcher cannot undo (br, zstd, compress, ...)."""
+
+
+def decoded(response: Response, body: bytes, limit: int) -> bytes:
+    """The body with its Content-Encoding undone (gzip, deflate; identity is none), as a browser undoes it: what
+    the server sent compressed is never taken for the image. Unsupported for another coding, Broken when the
+    compressed stream is malformed, cut short or followed by bytes, Oversize past `limit` decoded bytes."""
+    codings = [t.strip().lower() for value in response.all("content-encoding") for t in value.split(",")]
+    for coding in reversed([c for c in codings if c and c != "identity"]):
+        if coding in ("gzip", "x-gzip"):
+            body = _inflate(body, 16 + zlib.MAX_WBITS, coding, limit)
+        elif coding == "deflate":  # zlib-wrapped as the RFC says, or raw deflate as some servers send it
+            try:
+                body = _inflate(body, zlib.MAX_WBITS, coding, limit)
+            except Broken:
+                body = _inflate(body, -zlib.MAX_WBITS, coding, limit)
+        else:
+            raise Unsupported(f"the content coding {coding[:40]!r} is not supported")
+    return body
+
+
+def _inflate(data: bytes, wbits: int, coding: str, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise Broken(f"the {coding} body does not decompress: {error}") from None
+    if len(out) > limit:
+        raise Oversize(f"the {coding} body decompresses past {limit} bytes")
+    if not inflater.eof or inflater.unused_data:
+        raise Broken(f"the {coding} body {'has bytes past its end' if inflater.eof else 'ends inside its stream'}")
+    return out
 
 
 def _status(text: bytes | bytearray) -> bool:
@@ -227,20 +285,25 @@ def _framed(status: int, reason: str, http11: bool, headers: tuple[tuple[str, st
         return [t.strip().lower() for key, value in headers if key == name for t in value.split(",") if t.strip()]
 
     connection = tokens("connection")
-    persistent = "close" not in connection if http11 else "keep-alive" in connection
-    codings, lengths = tokens("transfer-encoding"), set(tokens("content-length"))
+    persistent = "close" not in connection and (http11 or "keep-alive" in connection)
+    names = {key for key, _ in headers}
     if status in (204, 304):
-        return Response(status, reason, headers, "none", 0, persistent)
-    if codings:
+        return Response(status, reason, headers, "none", 0, persistent and not names & _FRAMING)
+    if "transfer-encoding" in names:  # present, even empty, it overrides any Content-Length (section 6.3)
+        codings = tokens("transfer-encoding")
         if codings != ["chunked"]:
-            raise Broken(f"the transfer coding {', '.join(codings)} is not supported")
-        # A Content-Length beside chunked coding is how requests are smuggled: read chunked, then close.
-        return Response(status, reason, headers, "chunked", 0, persistent and not lengths)
-    if lengths:
-        value = lengths.pop()
-        if lengths or not value.isascii() or not value.isdigit():
-            raise Broken(f"the Content-Length {', '.join(sorted({value, *lengths}))!r} is not one number")
-        return Response(status, reason, headers, "length", int(value), persistent)
+            raise Broken(f"the transfer coding {', '.join(codings) or '(empty)'!r} is not supported")
+        # A Content-Length beside chunked coding is how requests are smuggled, and HTTP/1.0 has no transfer
+        # codings (section 6.1 says such framing is faulty): read chunked, then close.
+        return Response(status, reason, headers, "chunked", 0, persistent and http11 and "content-length" not in names)
+    if "content-length" in names:
+        values = {t.strip() for key, value in headers if key == "content-length" for t in value.split(",")}
+        value = next(iter(values))
+        if len(values) > 1 or not value.isascii() or not value.isdigit():
+            raise Broken(f"the Content-Length {', '.join(sorted(values))!r} is not one number")
+        # Past 18 digits a length is over any limit (and int() refuses a string of thousands of digits).
+        length = int(value) if len(value.lstrip("0")) <= 18 else 1 << 62
+        return Response(status, reason, headers, "length", length, persistent)
     return Response(status, reason, headers, "close", 0, False)
 
 
@@ -307,7 +370,10 @@ def connect(target: Target, addresses: list[tuple[int, tuple]], left: Left, tls:
             if code:
                 raise Broken(f"connect to {target.authority}: {errno.errorcode.get(code, code)}")
             if tls is not None:
-                wrapped = tls.wrap_socket(sock, server_hostname=target.host, do_handshake_on_connect=False)
+                # A TLS stream cut without close_notify may be an attacker's truncation: an SSLEOFError, never an end.
+                wrapped = tls.wrap_socket(
+                    sock, server_hostname=target.host, do_handshake_on_connect=False, suppress_ragged_eofs=False
+                )
                 sock = _handshake(wrapped, left)
             return Connection(sock)
         except (Broken, OSError) as failed:

@@ -77,11 +77,18 @@ def target(url: str) -> Target:
 
 
 def join(base: Target, location: str) -> Target:
-    """The Target a redirect's Location names, relative to the url that answered with it."""
-    if _SCHEME.match(location.strip(_C0_AND_SPACE)):
-        return target(location)
+    """The Target a redirect's Location names, relative to the url that answered with it, as WHATWG resolves it:
+    a backslash before the query or fragment is a slash, and the base's own scheme followed by no authority
+    (`http:/x`, `http:x`) is a reference relative to the base, not a host named x."""
+    text = location.strip(_C0_AND_SPACE).translate(_TABS_AND_NEWLINES)
+    if scheme := _SCHEME.match(text):
+        rest = text[scheme.end() :]
+        if scheme.group()[:-1].lower() != base.scheme or rest.replace("\\", "/").startswith("//"):
+            return target(text)
+        text = rest
+    cut = min((at for at in (text.find("?"), text.find("#")) if at >= 0), default=len(text))
     try:
-        return target(urllib.parse.urljoin(base.url, location.strip(_C0_AND_SPACE).translate(_TABS_AND_NEWLINES)))
+        return target(urllib.parse.urljoin(base.url, text[:cut].replace("\\", "/") + text[cut:]))
     except ValueError as error:
         raise BadUrl(f"the redirect to {_short(location)} is no url: {error}") from None
 
