@@ -3,20 +3,17 @@
 Each shard read by range (dew.data.ranges) has a mirror file under $DEW_CACHE_DIR/blocks holding only
 the blocks fetched so far; the rest are holes and take no disk. One SQLite ledger beside them, shared
 by every process of the host, records per page (PAGE_BYTES of a mirror: 16 blocks of 4 KiB, 256 of
-256 bytes) which blocks are held,
-the disk they take and when the page was last used. A process that brings new blocks takes the
-ledger's write lock, punches out least recently used pages (fallocate PUNCH_HOLE, which frees the disk
-at once even while another process has the mirror open) until the new blocks fit in
-$DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never hold more than the
-budget, with no directory walk, and no evicted file lingering open.
+256 bytes) which blocks are held, the disk they take and when the page was last used. A process that
+brings new blocks takes the ledger's write lock, punches out least recently used pages (fallocate
+PUNCH_HOLE, which frees the disk at once even while another process has the mirror open) until the
+new blocks fit in $DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never hold
+more than the budget, with no directory walk, and no evicted file lingering open.
 
-A store writes its blocks while it holds the ledger's write lock, and names the pages it is writing
-in a journal first (journals/writing-N.json, N the store's number, which its transaction
-commits as the ledger's last store): a process killed between its writes and its commit leaves blocks
-on disk that its lost transaction never counted, and the next store (of any process: it holds the lock)
-finds a journal whose number the ledger never committed, punches out those pages and drops their rows
-before it plans its own. A journal whose number did commit is only a finished store's, not yet
-removed by its writer: it is removed, nothing punched.
+A store writes its blocks under the ledger's write lock, having named its pages in a journal
+(journals/writing-N.json, N the store's number, which its transaction commits): a process killed
+between its writes and its commit leaves blocks its lost transaction never counted, and the next store
+of any process finds a journal whose number never committed and punches out those pages and drops
+their rows. A journal whose number did commit is a finished store's not yet removed: it is removed.
 
 Nothing read from a mirror is trusted: every block is checked against its recorded crc32c as it is
 read (a punched block reads as zeros and fails), so an eviction racing a read costs a refetch, never a
@@ -244,8 +241,7 @@ def store(
 _JOURNAL = "writing-"
 
 
-def _journals() -> str:
-    """Their own folder, so that finding them lists a few names, not a mirror folder a shard."""
+def _journals() -> str:  # their own folder: finding them lists a few names, not a folder a shard
     return os.path.join(remote.blocks_dir(), "journals")
 
 
@@ -267,14 +263,10 @@ def _recover(ledger: sqlite3.Connection) -> int:
         if not (name.startswith(_JOURNAL) and name.endswith(".json")):
             continue
         path = os.path.join(_journals(), name)
-        try:
-            number = int(name[len(_JOURNAL) : -len(".json")])
-            with open(path) as f:
-                text = f.read()
-        except (ValueError, FileNotFoundError):
-            continue
-        if number > last:
-            _forget(ledger, text)
+        with contextlib.suppress(ValueError, FileNotFoundError):
+            if int(name[len(_JOURNAL) : -len(".json")]) > last:
+                with open(path) as f:
+                    _forget(ledger, f.read())
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     return last

@@ -71,7 +71,7 @@ class ProviderSpec(IndexedSpec):
         """Split `split` of the dataset `name`, read by index, with this spec's preprocess hook."""
         raise NotImplementedError
 
-    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None = None) -> Dataset:
+    def rows(self, *, batch: int, dataset: ArrowDataset | IterableDataset | None) -> Dataset:
         """This spec's batches, over `dataset` when the caller already holds the split in memory.
 
         Only a provider whose library hands out such splits reads one (HubDataset); the others read
