@@ -144,14 +144,10 @@ def test_a_first_frame_reaching_past_its_canvas_is_undecodable(place) -> None:
     assert error.value.reason == pixels.UNDECODABLE
 
 
-# libwebp decodes a lossy frame's alpha plane whole before its colour, as for a still (test_decode_memory).
-LOOSER = {True: 5}
-
-
 @pytest.mark.parametrize("alpha", [False, True], ids=["opaque", "with alpha"])
 def test_peak_memory_of_a_sub_canvas_first_frame_is_bounded_by_the_canvas(tmp_path, alpha) -> None:
     measured = measure(big_inside_canvas(alpha=alpha), "webp", tmp_path)
     assert measured["kept"] == [SIDE, SIDE, 3]
-    bound = LOOSER.get(alpha, BOUND_BYTES_A_PIXEL) * SIDE * SIDE + BOUND_CONSTANT
+    bound = BOUND_BYTES_A_PIXEL * SIDE * SIDE + BOUND_CONSTANT
     assert measured["grown"] <= bound, f"{measured['grown'] / SIDE / SIDE:.2f} bytes a pixel"
     assert measured["grown"] >= 2.5 * SIDE * SIDE, f"only {measured['grown']} bytes measured"

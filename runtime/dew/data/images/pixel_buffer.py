@@ -56,10 +56,7 @@ def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
     if image.mode not in rgb_strips.READABLE:
         raise rgb_strips.rejected(f"the image is stored as {image.mode!r}, which has no RGB reading")
     if image.format == "WEBP" and data is not None:
-        from dew.data.images import webp_buffer
-
-        alpha = image.mode == "RGBA"
-        decoded = webp_buffer.decode_rgb(data, width, height, alpha=alpha, strip_bytes=_STRIP_BYTES)
+        decoded = webp_rgb(data, width, height, alpha=image.mode == "RGBA")
         if decoded is not None:
             return decoded
     plan = _BUFFERED.get(image.mode) if image.format in _BUFFERED_FORMATS else None
@@ -87,6 +84,13 @@ def load_rgb(image: Any, data: bytes | None = None) -> np.ndarray:
         # Each strip's RGB is computed whole before it is written, so it never overwrites a row it reads.
         out[3 * width * top : 3 * width * bottom] = convert(top, bottom).reshape(-1)
     return out.reshape(height, width, 3)
+
+
+def webp_rgb(data: bytes, width: int, height: int, *, alpha: bool) -> np.ndarray | None:
+    """The WebP in `data` decoded by libwebp into dew's own buffer (webp_buffer), or None."""
+    from dew.data.images import webp_buffer
+
+    return webp_buffer.decode_rgb(data, width, height, alpha=alpha, strip_bytes=_STRIP_BYTES)
 
 
 def _converter(image: Any, mode: str, grid: np.ndarray) -> Any:

@@ -112,6 +112,11 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     up to the decoder's rounding). convert=False drops what is not stored as RGB (grey, palette, alpha,
     CMYK, 16-bit) as NOT_RGB instead of converting it.
     """
+    webp = data[:4] == b"RIFF" and data[8:12] == b"WEBP" and data[12:15] == b"VP8"
+    if webp:
+        decoded, webp = _decode_webp(data, rules, convert)
+        if decoded is not None:
+            return decoded
     image = _open(data)
     if not convert and image.mode != "RGB":
         raise ImageRejected(NOT_RGB, f"the image is stored as {image.mode!r}, not RGB")
@@ -119,7 +124,7 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     if size is not None and image.format == "JPEG":
         image.draft("RGB", (size, size))
     try:
-        pixels = pixel_buffer.load_rgb(image, data)
+        pixels = pixel_buffer.load_rgb(image, None if webp else data)
     except ImageRejected:
         raise
     except OSError as error:
@@ -129,6 +134,28 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
         raise ImageRejected(UNDECODABLE, str(error)) from None
     rules.check_pixels(pixels)
     return pixels
+
+
+def _decode_webp(data: bytes, rules: ImageRules, convert: bool) -> tuple[np.ndarray | None, bool]:
+    """A WebP (as Pillow accepts the file: its prefix) opened and decoded by libwebp where the bytes lie,
+    with Pillow's size and mode and the same checks, and whether libwebp had its try at the pixels.
+    None where libwebp refuses it or is not reachable: Pillow then opens and decodes it, naming what is wrong."""
+    from dew.data.images import webp_buffer
+
+    opened = webp_buffer.opened(data)
+    if opened is None:
+        return None, False
+    width, height, alpha = opened
+    limit = require("PIL.Image", for_what="decoding images").MAX_IMAGE_PIXELS
+    if limit is not None and width * height > 2 * limit:  # where Pillow's open refuses a decompression bomb
+        raise ImageRejected(TOO_MANY_PIXELS, f"{width * height} pixels exceed Pillow's limit of {2 * limit}")
+    if not convert and alpha:
+        raise ImageRejected(NOT_RGB, "the image is stored as 'RGBA', not RGB")
+    rules.check_sides(width, height)
+    pixels = pixel_buffer.webp_rgb(data, width, height, alpha=alpha)
+    if pixels is not None:
+        rules.check_pixels(pixels)
+    return pixels, True
 
 
 # Start-of-frame markers of the JPEGs both decoders read alike: baseline, extended and progressive Huffman.
