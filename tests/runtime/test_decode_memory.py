@@ -201,9 +201,13 @@ BIG: dict[str, tuple[Callable[[], bytes], str]] = {
     ),
     "noisy webp": (lambda: cv2.imencode(".webp", _noisy(), [cv2.IMWRITE_WEBP_QUALITY, 75])[1].tobytes(), "webp"),
     "noisy webp with alpha": (lambda: saved(Image.fromarray(_noisy(4)), "WEBP", quality=50, method=0), "webp"),
-    # libwebp's own state (docs/images.md) sets this one its own bound: LOOSER.
+    # libwebp's own state (docs/images.md) sets these two their own bound: LOOSER.
     "noisy webp lossless": (
         lambda: saved(Image.fromarray(_noisy()), "WEBP", lossless=True, quality=0, method=0),
+        "webp",
+    ),
+    "noisy webp lossless with alpha": (
+        lambda: saved(Image.fromarray(_noisy(4)), "WEBP", lossless=True, quality=0, method=0),
         "webp",
     ),
     "noisy animated webp": (_animated_webp, "webp"),
@@ -215,7 +219,7 @@ BIG: dict[str, tuple[Callable[[], bytes], str]] = {
 # Bytes a pixel where libwebp itself holds more than dew's buffer: a lossless image's whole ARGB (4 bytes a
 # pixel) beside the RGB (3), for the whole decode. (A lossy image's alpha plane, 1 byte a pixel, fits the
 # bound beside the RGB: the RGBA it is decoded as is composited onto white, and returned, as rows come out.)
-LOOSER = {"noisy webp lossless": 7}
+LOOSER = {"noisy webp lossless": 7, "noisy webp lossless with alpha": 7}
 
 
 def measure(raw: bytes, ext: str, tmp_path) -> dict:
@@ -296,3 +300,33 @@ def test_modes_without_an_rgb_reading_are_dropped_as_not_rgb() -> None:
     with pytest.raises(ImageRejected) as error:
         pixels.decode(saved(Image.fromarray(grey.astype(np.float32)), "TIFF"))
     assert error.value.reason == pixels.NOT_RGB and "'F'" in str(error.value)
+
+
+def test_a_webp_is_opened_where_its_bytes_lie_not_by_pillows_copy(monkeypatch) -> None:
+    from PIL import WebPImagePlugin
+
+    modes = every_mode()
+    names = [name for name in modes if "webp" in name]
+    wants = {name: plain_rgb(modes[name]) for name in names}
+    monkeypatch.setattr(pixel_buffer, "_STRIP_BYTES", 1000)  # many strips and many incremental steps
+
+    def refused(self):
+        raise AssertionError("Pillow's WebP open (a copy of the whole file) was used")
+
+    monkeypatch.setattr(WebPImagePlugin.WebPImageFile, "_open", refused)
+    for name in names:
+        np.testing.assert_array_equal(pixels.decode(modes[name]), wants[name], err_msg=name)
+    with pytest.raises(ImageRejected) as error:
+        pixels.decode(modes["webp with alpha"], convert=False)
+    assert error.value.reason == pixels.NOT_RGB
+    with pytest.raises(ImageRejected) as error:
+        pixels.decode(modes["webp"], rules=ImageRules(max_pixels=100))
+    assert error.value.reason == pixels.TOO_MANY_PIXELS
+
+
+def test_a_cut_webp_with_alpha_still_names_its_reason() -> None:
+    raw = every_mode()["webp with alpha"]
+    for cut in (raw[: len(raw) // 2], raw[: len(raw) - 10]):
+        with pytest.raises(ImageRejected) as error:
+            pixels.decode(cut)
+        assert error.value.reason in (pixels.TRUNCATED, pixels.UNDECODABLE)
