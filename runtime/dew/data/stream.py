@@ -133,9 +133,15 @@ class Started:
         self.from_workers, self.rows, self.stop_seconds = from_workers, rows, stop_seconds
 
     def __next__(self) -> Any:
-        if self.iterator is None:
+        iterator = self.iterator
+        if iterator is None:
             raise RuntimeError("this data iterator is closed")
-        batch = next(self.iterator)
+        try:
+            batch = next(iterator)
+        except RuntimeError as error:
+            if self.iterator is None:  # closed from another thread while grain was queueing reads
+                raise RuntimeError("this data iterator was closed during this read") from error
+            raise
         return _owned(batch) if self.from_workers else batch
 
     def close(self) -> None:
