@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from dew.preprocess.images import ImagesPlan
 from tests.preprocess.photos import good_images
-from tests.preprocess.test_images_job import read_records, run_images
+from tests.preprocess.test_images_job import IN_MEMORY, read_records, run_images
 
 pytestmark = pytest.mark.beam
 SIZE = 32
@@ -133,3 +136,62 @@ def test_a_row_file_whose_name_is_not_utf8_is_read(tmp_path: Path) -> None:
     balanced(stats)
     assert stats["images_written"] == 1
     assert written(out) == {b"a cup": stored(photos["coffee.png"])}
+
+
+def _without_permission_override() -> list[str]:
+    """A prefix that runs a command subject to file permissions: root keeps them only without its
+    DAC capabilities (as a job in a container running as root would not have them on a mounted share)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no file is unreadable to this process")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def test_unreadable_files_rows_and_folders_are_counted_and_the_job_goes_on(tmp_path: Path) -> None:
+    """Before: one file the job may not open stopped the job with a PermissionError traceback, and a
+    class folder it may not list was silently left out (its images missing, nothing said)."""
+    photos = good_images()
+    tree = tmp_path / "tree"
+    for label, name in (("cat", "astronaut.jpg"), ("cat", "locked.jpg"), ("dog", "coins.png"), ("shut", "c.png")):
+        (tree / label).mkdir(parents=True, exist_ok=True)
+        (tree / label / name).write_bytes(photos.get(name, photos["coffee.png"]))
+    (tree / "cat" / "locked.jpg").chmod(0)
+    (tree / "shut").chmod(0)
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    (rows / "coins.png").write_bytes(photos["coins.png"])
+    (rows / "locked.png").write_bytes(photos["coffee.png"])
+    (rows / "locked.png").chmod(0)
+    lines = [{"image": "coins.png", "caption": "coins"}, {"image": "locked.png", "caption": "locked"}]
+    (rows / "a.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (rows / "b.jsonl").write_text(json.dumps(lines[0]) + "\n")
+    (rows / "b.jsonl").chmod(0)
+    try:
+        for case, flags, want, unreadable in (
+            ("tree", ("--input", str(tree), "--caption_template", "{label}/{stem}"), {"cat/astronaut", "dog/coins"}, 1),
+            ("rows", ("--input", str(rows / "*.jsonl"), "--caption_template", "x"), {"coins"}, 2),  # a row, a file
+        ):
+            out = tmp_path / f"out-{case}"
+            command = [sys.executable, "-m", "dew.pipelines.cli", "images", "--output", str(out), *flags]
+            done = subprocess.run(
+                [*_without_permission_override(), *command, "--size", str(SIZE), *IN_MEMORY],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={name: value for name, value in os.environ.items() if name != "DEW_VERBOSE"},
+            )
+            assert done.returncode == 0, done.stderr[-3000:]
+            stats = json.loads((out / "stats.json").read_text())
+            balanced(stats)
+            assert {k: v for k, v in stats["dropped"].items() if v} == {"unreadable": unreadable}, case
+            assert {caption.decode() for caption in written(out)} == want, case
+            if case == "tree":
+                assert stats["ignored_files"] == {"unreadable_folder": 1}
+                assert f"1 folders left out as unreadable_folder ({tree / 'shut'})" in done.stderr
+            else:
+                assert [d["path"] for d in stats["damaged_inputs"]] == [str(rows / "b.jsonl")]
+                assert stats["damaged_inputs"][0]["reason"] == "unreadable"
+    finally:
+        (tree / "shut").chmod(0o755)

@@ -191,3 +191,27 @@ def test_only_whole_jpegs_take_the_opencv_path() -> None:
     with pytest.raises(ImageRejected) as error:
         pixels.decode_whole_jpeg(jpeg, size=64, rules=ImageRules(max_pixels=512 * 511))
     assert error.value.reason == pixels.TOO_MANY_PIXELS
+
+
+def test_exif_orientation_is_not_applied_and_an_animation_gives_its_first_frame() -> None:
+    """As docs/images.md says: every path takes the pixels as stored (the job, OnlineImages, the readers)."""
+    rng = np.random.default_rng(5)
+    first, second = (rng.integers(0, 256, (160, 200, 3), dtype=np.uint8) for _ in range(2))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to display"
+    out = io.BytesIO()
+    Image.fromarray(first).save(out, "JPEG", quality=95, exif=exif.tobytes())
+    jpeg = out.getvalue()
+    assert pixels.decode(jpeg).shape == (160, 200, 3)
+    np.testing.assert_array_equal(pixels.decode(jpeg), pixels.decode_whole_jpeg(jpeg, size=160))
+    for fmt, lossless in (("PNG", True), ("GIF", False), ("TIFF", True), ("WEBP", True)):
+        out = io.BytesIO()
+        frames = [Image.fromarray(first), Image.fromarray(second)]
+        frames[0].save(
+            out, fmt, save_all=True, append_images=frames[1:], **({"lossless": True} if fmt == "WEBP" else {})
+        )
+        got = pixels.decode(out.getvalue())
+        if lossless:
+            np.testing.assert_array_equal(got, first, err_msg=fmt)
+        else:  # a GIF's palette: nearer the first frame than the second
+            assert np.abs(got.astype(int) - first).mean() < np.abs(got.astype(int) - second).mean() / 4, fmt

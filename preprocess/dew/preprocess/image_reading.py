@@ -12,7 +12,8 @@ line that is not JSON `malformed_json`, an image path leading nowhere `missing_i
 directory, pipe or device `not_a_file` (never opened: a pipe could be read forever), a url no file
 system serves (http://, https://: fetch those with `dew-preprocess ingest-urls`) `remote_path`, a file
 of an image folder in a format dew does not read `unsupported_format` (unopened), one whose path is
-not UTF-8 `non_utf8_name` (see image_sources). A `file://` url is read as the local path it names
+not UTF-8 `non_utf8_name` (see image_sources), a local file (image, sidecar or row file) the job
+may not open `unreadable`. A `file://` url is read as the local path it names
 (RFC 8089: percent-escapes decoded; a host other than localhost is `remote_path`). A row file that
 breaks off keeps the rows read before the damage and counts the rest under `truncated_input` or
 `corrupt_input`. Each read unit's tally travels as a second output, so the job can balance its books.
@@ -25,6 +26,7 @@ import dataclasses
 import gzip
 import io
 import json
+import os
 import posixpath
 import urllib.parse
 import zlib
@@ -52,11 +54,12 @@ MISSING_IMAGE = "missing_image"
 UNSUPPORTED_FORMAT = "unsupported_format"
 NOT_A_FILE = "not_a_file"
 REMOTE_PATH = "remote_path"
+UNREADABLE = "unreadable"
 ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
 FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP, UNSUPPORTED_FORMAT)
 # Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
 # so the stats of a run without such input stay what they were, byte for byte.
-PATH_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME)
+PATH_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME, UNREADABLE)
 # Rows of a saved HF dataset taken from Arrow at once.
 _HF_ROWS = 256
 Fields = dict[str, bytes]
@@ -116,6 +119,21 @@ def utf8_field(value: Any, *, text_only: bool = False) -> tuple[bytes | None, Re
         return None, INVALID_UTF8
 
 
+class Unreadable(Exception):
+    """A local file the job may not open (its permissions): counted as `unreadable`, never read."""
+
+
+def read_file(path: str) -> bytes:
+    """A file's bytes; Unreadable for a local file whose permissions refuse the job. Other errors (a
+    bucket's) stay errors: a transient one must fail the run, never drop the file as if it were bad."""
+    try:
+        return files.read_bytes(path)
+    except PermissionError as error:
+        if not files.is_local(path):
+            raise
+        raise Unreadable(str(error)) from None
+
+
 def _image_path(image: str, base: str) -> tuple[str, Reason]:
     """The file a row's image path names (relative to the row file's directory `base`), or why it is dropped."""
     if image.startswith("file:"):
@@ -167,6 +185,8 @@ class ReadSource(beam.DoFn):
     def _rows(self, source: Source) -> Iterator[tuple[int, bytes | None, Fields, Reason]]:
         if problem := files.link_problem(source.path):
             raise DamagedInput(problem, "the symlink leads to no file")
+        if source.kind in ("jsonl", "parquet") and files.is_local(source.path) and not os.access(source.path, os.R_OK):
+            raise DamagedInput(UNREADABLE, "the job may not read the file (its permissions)")
         if source.kind in (UNSUPPORTED, NON_UTF8_NAME):
             yield 0, None, {}, UNSUPPORTED_FORMAT if source.kind == UNSUPPORTED else NON_UTF8_NAME
         elif source.kind == "image":
@@ -185,7 +205,10 @@ class ReadSource(beam.DoFn):
             sidecar = posixpath.join(posixpath.dirname(source.path), f"{stem}.txt")
             if not files.exists(sidecar):
                 return None, {}, MISSING_FIELD
-            caption, reason = utf8_field(files.without_bom(files.read_bytes(sidecar)).strip())
+            try:
+                caption, reason = utf8_field(files.without_bom(read_file(sidecar)).strip())
+            except Unreadable:
+                return None, {}, UNREADABLE
         else:
             caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
         if caption is None:  # utf8_field gives no bytes exactly when it gives a reason
@@ -193,7 +216,10 @@ class ReadSource(beam.DoFn):
         if not files.is_regular_file(source.path):
             return None, {}, NOT_A_FILE
         fields = {"caption": caption, **({LABEL: source.label.encode()} if source.label is not None else {})}
-        return files.read_bytes(source.path), fields, None
+        try:
+            return read_file(source.path), fields, None
+        except Unreadable:
+            return None, {}, UNREADABLE
 
     def _row(self, values: Mapping[str, Any], base: str) -> tuple[bytes | None, Fields, Reason]:
         options = self.options
@@ -210,7 +236,10 @@ class ReadSource(beam.DoFn):
             path, reason = _image_path(image, base)
             if reason is not None:
                 return None, {}, reason
-            image = files.read_bytes(path)
+            try:
+                image = read_file(path)
+            except Unreadable:
+                return None, {}, UNREADABLE
         if not isinstance(image, bytes):
             return None, {}, MISSING_FIELD
         return image, fields, None

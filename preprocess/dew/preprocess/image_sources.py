@@ -11,7 +11,8 @@ Three layouts are read, told apart by what an `--input` names:
   not UTF-8 (a local name in another encoding) is a `non_utf8_name` Source, counted the same way: its
   class folder and stem are its label and caption, which are UTF-8 text, and gs:// cannot hold it
   either. A symlinked folder is not followed (it could repeat the tree or loop) and is left out and
-  counted as `symlinked_folder`; a symlink leading nowhere is counted by the reader under its reason;
+  counted as `symlinked_folder`, and so is a folder the job may not list, as `unreadable_folder`
+  (what it holds is unknown); a symlink leading nowhere is counted by the reader under its reason;
 - a file or glob: images (one Source each, unlabelled), or `.parquet` / `.jsonl` rows naming an image
   (bytes or a path) and a caption.
 
@@ -40,6 +41,9 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".ti
 NOT_IMAGE_SUFFIXES = (".txt", ".json", ".jsonl", ".csv", ".tsv", ".xml", ".yaml", ".yml", ".md", ".html", ".pdf")
 NOT_IMAGE_NAMES = ("readme", "license", "licence", "notice", "thumbs.db", "desktop.ini")
 HIDDEN, NOT_IMAGE, SYMLINKED_FOLDER = "hidden", "not_image", "symlinked_folder"
+# A folder of the tree that cannot be listed (no read or search permission): its files are unknown.
+UNREADABLE_FOLDER = "unreadable_folder"
+FOLDER_REASONS = (SYMLINKED_FOLDER, UNREADABLE_FOLDER)
 UNSUPPORTED = "unsupported"
 NON_UTF8_NAME = "non_utf8_name"
 # Kinds of Source that are one file, read in units of many (see reads).
@@ -74,7 +78,7 @@ class Found:
             said, hint = _SAID[reason]
             lines.append(f"{len(paths)} files {said} ({_shown(paths)}); they count as dropped, {reason}{hint}")
         for reason, paths in sorted(self.ignored.items()):
-            what = "folders" if reason == SYMLINKED_FOLDER else "files"
+            what = "folders" if reason in FOLDER_REASONS else "files"
             lines.append(f"{len(paths)} {what} left out as {reason} ({_shown(paths)}){_IGNORED_HINTS.get(reason, '')}")
         return lines
 
@@ -95,6 +99,7 @@ _SAID = {
 }
 _IGNORED_HINTS = {
     SYMLINKED_FOLDER: ": a symlinked folder is not followed; move or copy the folder itself into the tree",
+    UNREADABLE_FOLDER: ": the job may not list them (chmod a+rx), so what they hold is not read",
 }
 
 
@@ -209,23 +214,32 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
             found.append((UNSUPPORTED, item.path, name, parts[0] if in_class else ""))
             if not in_class:  # counted in the books, so part of what the output is made from
                 listed.append(item)
-    ignored.setdefault(SYMLINKED_FOLDER, []).extend(_symlinked_folders(root))
+    linked, unreadable = _odd_folders(root)
+    ignored.setdefault(SYMLINKED_FOLDER, []).extend(linked)
+    ignored.setdefault(UNREADABLE_FOLDER, []).extend(unreadable)
     if not any(kind == "image" for kind, *_ in found):
         raise FileNotFoundError(f"--input {root} holds no image in root/<class>/<image> (ImageFolder) layout")
     _refuse_strays(root, [name for _, _, name, _ in strays])
     return found, listed
 
 
-def _symlinked_folders(root: str) -> list[str]:
-    """The symlinks to folders inside a local tree (outside hidden folders): Beam's listing does not
-    follow them, so without this a linked class folder would be left out without a word."""
+def _odd_folders(root: str) -> tuple[list[str], list[str]]:
+    """The symlinks to folders inside a local tree, and its folders that cannot be listed (outside
+    hidden folders): Beam's listing neither follows the one nor reports the other, so without this a
+    linked or locked class folder would be left out without a word."""
     if not files.is_local(root):
-        return []
-    linked = []
-    for directory, folders, _ in os.walk(root):
+        return [], []
+    linked: list[str] = []
+    unreadable: list[str] = []
+
+    def refused(error: OSError) -> None:
+        if error.filename is not None and os.path.normpath(error.filename) != os.path.normpath(root):
+            unreadable.append(os.fsdecode(error.filename))
+
+    for directory, folders, _ in os.walk(root, onerror=refused):
         folders[:] = [name for name in folders if not name.startswith(".")]
         linked += [os.path.join(directory, name) for name in folders if os.path.islink(os.path.join(directory, name))]
-    return sorted(linked)
+    return sorted(linked), sorted(unreadable)
 
 
 def _refuse_strays(root: str, strays: Sequence[str]) -> None:

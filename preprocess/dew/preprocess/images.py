@@ -62,6 +62,7 @@ _HINTS = {
     "remote_path": "urls are fetched by dew-preprocess ingest-urls, not read as paths",
     "not_a_file": "does --image_field name image files?",
     "non_utf8_name": "rename the files to UTF-8 names",
+    "unreadable": "may the job read the files? (chmod a+r)",
 }
 Key = tuple[int, int]
 
