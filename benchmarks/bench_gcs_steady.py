@@ -16,6 +16,13 @@ every body together at BANDWIDTH bytes/s.
   over an epoch in random order with DEPTH batches read at once (a stand-in for a worker's read
   threads), against the same epoch read from local disk.
 Each row starts from an empty cache large enough that nothing is evicted: every window is fetched.
+- warm: after the first setting's rows at each latency, the same reads again from the cache they
+  filled (DEW_CACHE_BYTES 1 GiB holds both corpora): TokenWindows' same steps (the first pass reads
+  on past them by the read-ahead, so the second asks the cache for every block), and a second image
+  epoch in another random order. Each gives tokens/s or records/s against local disk, the bytes
+  fetched from the server during the measure (range bodies, index and checksum reads; about 0 when
+  the cache serves every block) and the client's CPU µs a step (a batch); the same CPU figure for
+  local disk is the reference row.
 Each row also gives the client's CPU a range request: this process's CPU time (every thread; the
 servers run in processes of their own) over the steady steps, divided by the range requests they made.
 Run: .venv/bin/python benchmarks/bench_gcs_steady.py   (about seven minutes; --quick: one
@@ -124,6 +131,33 @@ def _tokens(path: str, ahead: int) -> tuple[float, float, float]:
     return steps * BATCH * (SEQ_LEN + 1) / seconds, requests / seconds, _per_request(cpu, requests)
 
 
+def _fetched() -> int:
+    """Bytes this process has had from object storage: range bodies, index and checksum group reads."""
+    return ranges.FETCHED.bytes + ranges.FETCHED.index_bytes + ranges.FETCHED.sums_bytes
+
+
+def _tokens_warm(path: str, ahead: int) -> tuple[float, int, float]:
+    """(tokens/s, bytes fetched, client CPU µs a step) over _tokens' steady steps read a second time.
+
+    A first stream reads the same steps and `ahead` more (so every step the second one reads ahead is
+    whole in the cache, not cut off by the first one's close); the second, of the same seed, reads the
+    same windows in the same order, timed over the same steps as _tokens."""
+    loading = Loading(workers=0, read_buffer=ahead * BATCH)
+    data = datasets.TokenWindows(path=path, seq_len=SEQ_LEN, val_batches=None, loading=loading)
+    steps = max(40, ahead)
+    with data.load(batch=BATCH).train() as stream:
+        for _ in range(3 + ahead + steps + ahead):
+            next(stream)
+    with data.load(batch=BATCH).train() as stream:
+        for _ in range(3 + ahead):
+            next(stream)
+        start, cpu, fetched = time.perf_counter(), time.process_time(), _fetched()
+        for _ in range(steps):
+            next(stream)
+        seconds, cpu, fetched = time.perf_counter() - start, time.process_time() - cpu, _fetched() - fetched
+    return steps * BATCH * (SEQ_LEN + 1) / seconds, fetched, cpu / steps * 1e6
+
+
 def _per_request(cpu: float, requests: int) -> float:
     return cpu / requests * 1e6 if requests else float("nan")
 
@@ -143,6 +177,19 @@ def _images(path: str, depth: int) -> tuple[float, float, float]:
     return len(records) / seconds, requests / seconds, _per_request(cpu, requests)
 
 
+def _images_warm(path: str, depth: int) -> tuple[float, int, float]:
+    """(records/s, bytes fetched, client CPU µs a batch) over a second epoch in another random order,
+    `depth` batches at once, after _images read every record once (its indexes kept in this process)."""
+    records = image_records.committed(formats.read_meta(path, kind="images"), path, "train")
+    batches = np.array_split(np.random.default_rng(4).permutation(len(records)), len(records) // IMAGE_BATCH)
+    start, cpu, fetched = time.perf_counter(), time.process_time(), _fetched()
+    with concurrent.futures.ThreadPoolExecutor(depth) as pool:
+        for _ in pool.map(records.read_batch, batches):
+            pass
+    seconds, cpu, fetched = time.perf_counter() - start, time.process_time() - cpu, _fetched() - fetched
+    return len(records) / seconds, fetched, cpu / len(batches) * 1e6
+
+
 def _start(spawn: Any, target: Any, args: tuple, port_file: str, stop: Event, children: list) -> str:
     """Starts target(*args, port_file, stop) in a process of its own: the URL it wrote to port_file."""
     child = spawn.Process(target=target, args=(*args, port_file, stop), daemon=True)
@@ -159,7 +206,7 @@ def main() -> None:
     spawn = multiprocessing.get_context("spawn")
     stop = spawn.Event()
     children: list = []
-    tokens_rows, image_rows, ceilings = [], [], []
+    tokens_rows, image_rows, ceilings, warm_tokens, warm_images = [], [], [], [], []
     try:
         with tempfile.TemporaryDirectory() as scratch:
             rng = np.random.default_rng(0)
@@ -176,6 +223,8 @@ def main() -> None:
             _setting(scratch, None, 32)
             local_tokens = _tokens(local, AHEAD[0])[0]
             local_images = _images(images, 1)[0]
+            warm_tokens.append(("local disk", "", AHEAD[0], *_tokens_warm(local, AHEAD[0])))
+            warm_images.append(("local disk", "", 1, *_images_warm(images, 1)))
 
             # Ceilings: the emulator, the proxy and the fast server, 0 ms, one client process.
             port = _free_port()
@@ -206,9 +255,15 @@ def main() -> None:
                     for ahead in AHEAD:
                         _setting(scratch, servers[latency], in_flight)
                         tokens_rows.append((latency, in_flight, ahead, *_tokens("gs://dew-bench/tokens", ahead)))
+                        if in_flight == IN_FLIGHT[0]:  # the same steps again, from the cache just filled
+                            warm = _tokens_warm("gs://dew-bench/tokens", ahead)
+                            warm_tokens.append((f"{latency * 1000:.0f} ms", in_flight, ahead, *warm))
                     for depth in DEPTHS:
                         _setting(scratch, servers[latency], in_flight)
                         image_rows.append((latency, in_flight, depth, *_images("gs://dew-bench/images", depth)))
+                        if in_flight == IN_FLIGHT[0]:  # a second epoch, from the cache the first filled
+                            warm = _images_warm("gs://dew-bench/images", depth)
+                            warm_images.append((f"{latency * 1000:.0f} ms", in_flight, depth, *warm))
     finally:
         stop.set()
         for child in children:
@@ -239,6 +294,14 @@ def main() -> None:
             f"| {latency * 1000:.0f} ms | {in_flight} | {depth} | {rate:.0f} | {rate / local_images:.3f}x | "
             f"{requests:.0f} | {cpu:.0f} |"
         )
+    print("\nwarm cache, the same reads a second time (DEW_CACHE_BYTES 1 GiB holds both corpora):")
+    print("| read | latency | DEW_GCS_REQUESTS | ahead / at once | rate | / local | bytes fetched | CPU µs/step |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for kind, rows, local in (("tokens", warm_tokens, local_tokens), ("images", warm_images, local_images)):
+        for where, in_flight, ahead, rate, fetched, cpu in rows:
+            shown = f"{rate / 1e6:.2f} M tokens/s" if kind == "tokens" else f"{rate:.0f} records/s"
+            ratio = f"{rate / local:.3f}x"
+            print(f"| {kind} | {where} | {in_flight} | {ahead} | {shown} | {ratio} | {fetched:,} | {cpu:.0f} |")
 
 
 if __name__ == "__main__":
