@@ -18,12 +18,15 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 MEMO_LIMIT = 200_000
 _WHITESPACE_RUNS = re.compile(r"(\s+)")
+_WHITESPACE = re.compile(r"\s")  # str.split()'s whitespace: both are Py_UNICODE_ISSPACE
+_PART = 1 << 16
 
 
 @cache
@@ -142,7 +145,7 @@ class _Tokenizer:
     def tokens(self, text: str) -> list[str]:
         """The non-whitespace tokens of spaCy's tokenizer(text), in order."""
         chunk = self.chunk
-        pieces = [chunk(c) for c in text.split()]
+        pieces = [chunk(c) for part in _parts(text) for c in part.split()]
         words = [token for piece in pieces for token in piece]
         if self.first.isdisjoint(words):
             return words
@@ -195,6 +198,22 @@ class _Tokenizer:
             position = end
         out.extend(words[position:])
         return out
+
+
+def _parts(text: str) -> list[str] | Iterator[str]:
+    """`text` in pieces of about _PART characters cut at whitespace: their split() is text.split(), without
+    a list of every chunk of a large document alive at once (tens of bytes each)."""
+    if len(text) <= _PART:
+        return [text]
+    return _cut(text)
+
+
+def _cut(text: str) -> Iterator[str]:
+    start = 0
+    while (space := _WHITESPACE.search(text, start + _PART)) is not None:
+        yield text[start : space.start()]
+        start = space.start()
+    yield text[start:]
 
 
 @cache
