@@ -13,8 +13,8 @@ Counter's insertion order does:
 - the duplicated n-gram rules compare the n words joined without a separator ("ab" + "c" is "a" + "bc"), so
   those n-grams are named by Python's hash of the joined string. Equal strings always hash alike; a collision
   only merges classes, so it can raise the upper bound the rule checks first, never lower it. A bound under
-  the threshold is therefore final; before the exact scan, every repeat is checked against its first
-  occurrence's string, and any collision hands the document back to the exact Python count (None).
+  the threshold is therefore final; in the exact scan after it, every position visited is checked against
+  its class's first string, and any collision hands the document back to the exact Python count (None).
 """
 
 from __future__ import annotations
@@ -70,21 +70,26 @@ class WordGrams:
         grams = self.size + 1 - n
         if grams <= 0:
             return 0
-        lengths = self.offsets[n:] - self.offsets[:grams]
         ids = _first_positions(self._hashes(joined, n, grams))
         repeats = ids != np.arange(grams)
-        bound = int(lengths[repeats].sum())
+        bound = int(self.offsets[n:][repeats].sum() - self.offsets[:grams][repeats].sum())
+        del repeats
         if bound / size <= fraction:
             return bound  # at least the exact bound: the exact count passes too
-        if not self._verified(joined, n, ids, np.flatnonzero(repeats)):
-            return None
+        # The scan reads only the positions it visits: each one that is not its class's first is checked
+        # against that first's string, so among them a shared id means an equal string (a collision: None).
         seen = bytearray(grams)
-        id_at, length_at = memoryview(ids), memoryview(lengths)
+        id_at, offset_at = memoryview(ids), memoryview(self.offsets)
         repeated, index = 0, 0
         while index < grams:
             gram = id_at[index]
+            if gram != index:
+                start, first = offset_at[index], offset_at[gram]
+                chars = offset_at[index + n] - start
+                if joined[start : start + chars] != joined[first : first + chars]:
+                    return None
             if seen[gram]:
-                repeated += length_at[index]
+                repeated += offset_at[index + n] - offset_at[index]
                 if repeated / size > fraction:
                     return repeated
                 index += n
@@ -101,14 +106,3 @@ class WordGrams:
             texts = map(joined.__getitem__, map(slice, offsets, offsets[n:]))
             hashes[start:stop] = np.fromiter(map(_hash, texts), dtype=np.int64, count=stop - start)
         return hashes
-
-    def _verified(self, joined: str, n: int, ids: Any, repeats: Any) -> bool:
-        """Whether every repeat's string is its first occurrence's (no hash collision)."""
-        for start in range(0, len(repeats), BLOCK):
-            at = repeats[start : start + BLOCK]
-            here = zip(self.offsets[at].tolist(), self.offsets[at + n].tolist(), strict=True)
-            there = zip(self.offsets[ids[at]].tolist(), self.offsets[ids[at] + n].tolist(), strict=True)
-            for (a, b), (c, d) in zip(here, there, strict=True):
-                if joined[a:b] != joined[c:d]:
-                    return False
-        return True
