@@ -95,11 +95,11 @@ def repetition_failure(text: str, words: list[str], config: QualityConfig) -> st
             return f"gopher_rep_top_{n}_gram"
     joined, offsets = "".join(words), None
     for n, fraction in config.dup_n_grams:
-        chars = repeated(joined, n, size, fraction) if repeated else None
-        if chars is None:  # a small document, or a hash collision in the arrays: the exact Python count
+        counted = repeated(joined, n, size, fraction) if repeated else None
+        if counted is None:  # a small document, or a hash collision in the arrays: the exact Python count
             offsets = offsets or [0, *accumulate(map(len, words))]
-            chars = _repeated_gram_chars(joined, offsets, n, size, fraction)
-        if chars / size > fraction:
+            counted = _repeated_gram_chars(joined, offsets, n, size, fraction)
+        if counted / size > fraction:
             return f"gopher_rep_duplicated_{n}_n_grams"
     return None
 

@@ -79,7 +79,7 @@ class WordGrams:
         # The scan reads only the positions it visits: each one that is not its class's first is checked
         # against that first's string, so among them a shared id means an equal string (a collision: None).
         seen = bytearray(grams)
-        id_at, offset_at = memoryview(ids), memoryview(self.offsets)
+        id_at, offset_at = memoryview(ids), self.offsets.data
         repeated, index = 0, 0
         while index < grams:
             gram = id_at[index]
