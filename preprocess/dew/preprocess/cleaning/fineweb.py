@@ -25,7 +25,7 @@ def fineweb_failure(text: str, config: QualityConfig, words: list[str] | None = 
     ratio = sum(1 for line in lines if len(line) <= config.short_line_length) / len(lines)
     if ratio > config.short_line_thr:
         return "fineweb_short_line_ratio"
-    if duplicates(lines)[1] / len(text.replace("\n", "")) > config.char_duplicates_ratio:
+    if duplicates(lines)[1] / (len(text) - text.count("\n")) > config.char_duplicates_ratio:
         return "fineweb_char_dup_ratio"
     if words is None:
         words = split_words(text)

@@ -3,7 +3,9 @@ GopherQualityFilter apply them: same order, same ratios, same word split (words.
 
 Counting is rearranged for speed where the result is provably the same: duplicates as (all - distinct), the
 most frequent n-gram over word tuples (their " "-joined strings are distinct exactly when the tuples are,
-since words hold no space), per-word facts remembered per distinct word.
+since words hold no space), per-word facts remembered per distinct word. From LARGE_WORDS words up the
+n-gram rules count on integer arrays instead (ngrams.py), with the same results, in memory a small multiple
+of the word count.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from functools import cache
+from functools import cache, partial
 from itertools import accumulate
 from operator import itemgetter
 
@@ -21,6 +23,9 @@ from dew.preprocess.cleaning.words import MEMO_LIMIT, tables
 _PARAGRAPHS = re.compile(r"\n{2,}")
 _LINES = re.compile("\n+")
 _SECOND = itemgetter(1)
+# From this many words the n-gram rules count on numpy arrays (ngrams.py): tens of bytes a word, where the
+# Python objects below take hundreds. Under it they stay in Python, faster on short documents.
+LARGE_WORDS = 10_000
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:
@@ -78,12 +83,23 @@ def repetition_failure(text: str, words: list[str], config: QualityConfig) -> st
         return "gopher_rep_dup_line_frac"
     if config.dup_line_char_frac and chars / size > config.dup_line_char_frac:
         return "gopher_rep_dup_line_char_frac"
+    if len(words) >= LARGE_WORDS:
+        from dew.preprocess.cleaning.ngrams import WordGrams  # numpy: imported for large documents only
+
+        grams = WordGrams(words)
+        top, repeated = grams.top_gram_chars, grams.repeated_gram_chars
+    else:
+        top, repeated = partial(_top_gram_chars, words), None
     for n, fraction in config.top_n_grams:
-        if len(words) >= n and _top_gram_chars(words, n) / size > fraction:
+        if len(words) >= n and top(n) / size > fraction:
             return f"gopher_rep_top_{n}_gram"
-    joined, offsets = "".join(words), [0, *accumulate(map(len, words))]
+    joined, offsets = "".join(words), None
     for n, fraction in config.dup_n_grams:
-        if _repeated_gram_chars(joined, offsets, n, size, fraction) / size > fraction:
+        counted = repeated(joined, n, size, fraction) if repeated else None
+        if counted is None:  # a small document, or a hash collision in the arrays: the exact Python count
+            offsets = offsets or [0, *accumulate(map(len, words))]
+            counted = _repeated_gram_chars(joined, offsets, n, size, fraction)
+        if counted / size > fraction:
             return f"gopher_rep_duplicated_{n}_n_grams"
     return None
 

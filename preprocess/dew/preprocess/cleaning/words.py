@@ -18,12 +18,17 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from array import array
+from collections.abc import Iterator
 from functools import cache
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 MEMO_LIMIT = 200_000
 _WHITESPACE_RUNS = re.compile(r"(\s+)")
+_WHITESPACE = re.compile(r"\s")  # str.split()'s whitespace: both are Py_UNICODE_ISSPACE
+_PART = 1 << 16
 
 
 @cache
@@ -142,13 +147,17 @@ class _Tokenizer:
     def tokens(self, text: str) -> list[str]:
         """The non-whitespace tokens of spaCy's tokenizer(text), in order."""
         chunk = self.chunk
-        pieces = [chunk(c) for c in text.split()]
-        words = [token for piece in pieces for token in piece]
+        words: list[str] = []
+        sizes = array("I")  # tokens per chunk, for the special pass: not the chunks' tuples, a document long
+        for part in _parts(text):
+            pieces = [chunk(c) for c in part.split()]
+            words.extend(chain.from_iterable(pieces))
+            sizes.extend(map(len, pieces))
         if self.first.isdisjoint(words):
             return words
-        return self._special_pass(text, pieces, words)
+        return self._special_pass(text, sizes, words)
 
-    def _special_pass(self, text: str, pieces: list[tuple[str, ...]], words: list[str]) -> list[str]:
+    def _special_pass(self, text: str, sizes: array[int], words: list[str]) -> list[str]:
         # spaCy's _apply_special_cases: every match of a rule's pattern over the document's tokens, the longest
         # (then the leftmost) first, one whose first or last token is taken is dropped; a kept one is replaced
         # by its rule when its text (tokens with the spaces between them) is a rule: only one inside a chunk.
@@ -163,7 +172,7 @@ class _Tokenizer:
                     matches.append((start, end))
         if not matches:
             return words
-        chunk_of: list[int] = [index for index, piece in enumerate(pieces) for _ in piece]
+        chunk_of: list[int] = [index for index, size in enumerate(sizes) for _ in range(size)]
         separators: list[str] | None = None
         valid: list[tuple[int, int]] = []
         for start, end in matches:
@@ -195,6 +204,22 @@ class _Tokenizer:
             position = end
         out.extend(words[position:])
         return out
+
+
+def _parts(text: str) -> list[str] | Iterator[str]:
+    """`text` in pieces of about _PART characters cut at whitespace: their split() is text.split(), without
+    a list of every chunk of a large document alive at once (tens of bytes each)."""
+    if len(text) <= _PART:
+        return [text]
+    return _cut(text)
+
+
+def _cut(text: str) -> Iterator[str]:
+    start = 0
+    while (space := _WHITESPACE.search(text, start + _PART)) is not None:
+        yield text[start : space.start()]
+        start = space.start()
+    yield text[start:]
 
 
 @cache
