@@ -83,6 +83,9 @@ def cut_scan_jpegs() -> dict[str, bytes]:
     }
     found = {f"cut-{name}.jpg": data[: len(data) * 2 // 3] + b"\xff\xd9" for name, data in cut.items()}
     found["taller.jpg"] = _taller(encoded(photo("astronaut"), "JPEG"), 64)
+    # libjpeg stops at its first warning: stray bytes in the header must not hide the cut behind them.
+    stray = stray_byte_jpegs()["stray-in-header.jpg"]
+    found["cut-behind-stray-bytes.jpg"] = stray[: len(stray) * 2 // 3] + b"\xff\xd9"
     return found
 
 

@@ -41,6 +41,16 @@ def test_stray_bytes_libjpeg_only_warns_of_are_kept_with_pillows_pixels(name: st
     np.testing.assert_array_equal(pixels.decode(data, size=size), pillow_rgb(data, size))
 
 
+def test_stray_bytes_between_header_segments_are_taken_out_as_libjpeg_skips_them() -> None:
+    jpeg = encoded(photo("chelsea"), "JPEG")
+    assert jpeg_strict.header_without_stray_bytes(jpeg) is None  # nothing stray
+    assert jpeg_strict.header_without_stray_bytes(stray_byte_jpegs()["stray-in-header.jpg"]) == jpeg
+    tables = jpeg.index(b"\xff\xdb")
+    fill = jpeg[:tables] + b"\xff\xff" + jpeg[tables:]  # fill bytes before a marker are no stray bytes
+    assert jpeg_strict.header_without_stray_bytes(fill) is None
+    assert jpeg_strict.header_without_stray_bytes(jpeg[:tables] + b"\x00\x00") is None  # no scan: no copy
+
+
 @pytest.mark.parametrize("progressive", [False, True])
 @pytest.mark.parametrize("size", [None, 256, 100, 64, 20])
 @pytest.mark.parametrize("name", ["astronaut", "chelsea", "camera"])

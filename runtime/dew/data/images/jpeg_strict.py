@@ -14,8 +14,10 @@ a JPEG simplejpeg cannot read, or a result of another shape is left to Pillow, a
 colour conversion of a CMYK JPEG, which is Pillow's own: such a file is checked by a strict decode at
 the smallest scale first (an entropy decode of every MCU, about half a full decode's time).
 
-What stays unseen: a truncated scan after a harmless warning that libjpeg raises first (stray bytes
-between header segments, for one), since the strict decode stops at the first warning. Without
+The strict decode stops at the first warning, so a harmless one could hide a truncation behind it.
+Stray bytes between the header's segments, the usual such warning, are taken out of a copy that is
+checked again (Pillow still decodes the file as it came); what stays unseen is a truncated scan behind
+a warning raised later in the file (stray bytes between the scans of a progressive JPEG). Without
 simplejpeg installed, JPEGs are decoded by Pillow alone, as before this check: a truncated scan that
 ends with its marker is then kept with a grey bottom.
 """
@@ -69,8 +71,7 @@ def decode(data: bytes, width: int, height: int) -> np.ndarray | None:
     try:
         pixels = simplejpeg.decode_jpeg(data, colorspace="rgb", min_height=height, min_width=width, strict=True)
     except ValueError as error:
-        if truncation(str(error)):
-            raise Truncated(str(error)) from None
+        _raise_truncation(data, str(error))
         return None
     if not isinstance(pixels, np.ndarray) or pixels.shape != (height, width, 3) or pixels.dtype != np.uint8:
         return None
@@ -83,8 +84,63 @@ def check(data: bytes) -> None:
     simplejpeg = _module()
     if simplejpeg is None:
         return
+    _strict_check(simplejpeg, data, retry=True)
+
+
+def _strict_check(simplejpeg: ModuleType, data: bytes, *, retry: bool) -> None:
     try:
         simplejpeg.decode_jpeg(data, colorspace="gray", min_height=1, min_width=1, strict=True)
     except ValueError as error:
-        if truncation(str(error)):
-            raise Truncated(str(error)) from None
+        _raise_truncation(data, str(error), retry=retry)
+
+
+def _raise_truncation(data: bytes, message: str, *, retry: bool = True) -> None:
+    """Truncated for a truncation warning; for stray bytes in the header, the check of a copy without them."""
+    if truncation(message):
+        raise Truncated(message)
+    simplejpeg = _module()
+    if retry and simplejpeg is not None and "extraneous bytes before marker" in message:
+        cleaned = header_without_stray_bytes(data)
+        if cleaned is not None:
+            _strict_check(simplejpeg, cleaned, retry=False)
+
+
+# Markers that stand alone, with no length after them: TEM and the restart markers.
+_STANDALONE = (0x01, *range(0xD0, 0xD8))
+
+
+def header_without_stray_bytes(data: bytes) -> bytes | None:
+    """`data` with the bytes libjpeg skips between the header's segments taken out (up to the first scan),
+    or None when there are none or the header does not parse. libjpeg finds the next marker as this does:
+    the next 0xFF, past fill 0xFFs, followed by a byte that is not 0x00."""
+    out, at, stray, size = bytearray(data[:2]), 2, False, len(data)
+    while at < size:
+        start = at
+        while True:
+            at = data.find(b"\xff", at)
+            if at < 0:
+                return None
+            marker_at = at + 1
+            while marker_at < size and data[marker_at] == 0xFF:
+                marker_at += 1
+            if marker_at >= size:
+                return None
+            if data[marker_at] != 0x00:
+                break
+            at = marker_at + 1
+        stray = stray or at > start
+        marker = data[marker_at]
+        if marker == 0xDA:
+            return bytes(out + data[marker_at - 1 :]) if stray else None
+        if marker == 0xD9:
+            return None
+        if marker in _STANDALONE:
+            out += data[marker_at - 1 : marker_at + 1]
+            at = marker_at + 1
+            continue
+        if marker_at + 3 > size:
+            return None
+        end = marker_at + 1 + ((data[marker_at + 1] << 8) | data[marker_at + 2])
+        out += data[marker_at - 1 : end]
+        at = end
+    return None
