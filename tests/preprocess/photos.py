@@ -56,3 +56,45 @@ def bad_images() -> dict[str, tuple[bytes, str]]:
 
 # Passed to the job with bad_images(): hubble_deep_field (1000 × 872) is over it, every good image under.
 MAX_PIXELS = 600_000
+
+
+def _taller(jpeg: bytes, rows: int) -> bytes:
+    """`jpeg` with its baseline frame header claiming `rows` more rows than its scan holds."""
+    frame = bytearray(jpeg)
+    at = frame.index(b"\xff\xc0")
+    height = (frame[at + 5] << 8) | frame[at + 6]
+    frame[at + 5 : at + 7] = (height + rows).to_bytes(2, "big")
+    return bytes(frame)
+
+
+def cut_scan_jpegs() -> dict[str, bytes]:
+    """JPEGs whose scan ends early yet which end with their end-of-image marker: Pillow and OpenCV paint
+    the missing MCUs grey and only warn. Each must be dropped as truncated."""
+    from PIL import Image
+
+    progressive = io.BytesIO()
+    Image.fromarray(photo("astronaut")).save(progressive, format="JPEG", quality=90, progressive=True)
+    progressive_bytes = progressive.getvalue()
+    cut = {
+        "baseline": encoded(photo("astronaut"), "JPEG"),
+        "grey": encoded(photo("camera"), "JPEG"),
+        "cmyk": encoded(photo("coffee"), "JPEG", mode="CMYK"),
+        "progressive": progressive_bytes,
+    }
+    found = {f"cut-{name}.jpg": data[: len(data) * 2 // 3] + b"\xff\xd9" for name, data in cut.items()}
+    found["taller.jpg"] = _taller(encoded(photo("astronaut"), "JPEG"), 64)
+    # libjpeg stops at its first warning: stray bytes in the header must not hide the cut behind them.
+    stray = stray_byte_jpegs()["stray-in-header.jpg"]
+    found["cut-behind-stray-bytes.jpg"] = stray[: len(stray) * 2 // 3] + b"\xff\xd9"
+    return found
+
+
+def stray_byte_jpegs() -> dict[str, bytes]:
+    """Whole JPEGs with the stray bytes libjpeg warns of ("N extraneous bytes before marker"), as web
+    JPEGs often carry: every one must be kept with Pillow's pixels."""
+    jpeg = encoded(photo("chelsea"), "JPEG")
+    tables = jpeg.index(b"\xff\xdb")
+    return {
+        "stray-before-end.jpg": jpeg[:-2] + bytes(range(1, 101)) + b"\xff\xd9",
+        "stray-in-header.jpg": jpeg[:tables] + b"\x00" * 7 + jpeg[tables:],
+    }

@@ -184,10 +184,13 @@ def test_only_whole_jpegs_take_the_opencv_path() -> None:
     cmyk = io.BytesIO()
     Image.fromarray(data.coffee()).convert("CMYK").save(cmyk, format="JPEG")
     assert pixels.decode_whole_jpeg(cmyk.getvalue(), size=64) is None  # four components: Pillow's conversion
-    # A cut scan with an end marker put back reads as whole, and both decoders fill it in alike (grey):
-    # only a checksum can tell such bytes from their writer's, which is why the readers ask for one.
+    # A cut scan with an end marker put back reads as whole here, and OpenCV fills it in grey: only a
+    # checksum tells such bytes from their writer's, which is why the readers ask for one. decode refuses it.
     forged = jpeg[: len(jpeg) // 2] + b"\xff\xd9"
-    np.testing.assert_array_equal(pixels.decode_whole_jpeg(forged, size=64), pixels.decode(forged, size=64))
+    assert pixels.decode_whole_jpeg(forged, size=64) is not None
+    with pytest.raises(ImageRejected) as cut:
+        pixels.decode(forged, size=64)
+    assert cut.value.reason == pixels.TRUNCATED
     with pytest.raises(ImageRejected) as error:
         pixels.decode_whole_jpeg(jpeg, size=64, rules=ImageRules(max_pixels=512 * 511))
     assert error.value.reason == pixels.TOO_MANY_PIXELS

@@ -15,6 +15,7 @@ EXTRAS: dict[str, str] = {
     "importlib_resources": "tfds",
     "cv2": "images",
     "PIL": "images",
+    "simplejpeg": "images",
     "av": "video",
     "gcsfs": "gcs",
     "google.cloud._storage": "gcs",

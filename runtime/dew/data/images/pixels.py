@@ -3,11 +3,14 @@
 Every image path of dew goes through these few functions (the image-shard job, url ingest, the image
 readers), so an image is dropped for the same reasons and resized the same way wherever it is read.
 
-- decode: Pillow, because it refuses what other decoders hand back half-drawn (a truncated JPEG decodes
-  under OpenCV with a grey bottom and a warning). The header is read first, so an image whose pixel count
-  is a decompression bomb, or whose sides already fail the rules, is dropped before any pixel is decoded.
-  Given the size a caller will resize to, a JPEG is decoded at the smallest DCT scale that still covers
-  it (Pillow's draft mode), which makes a large photograph several times cheaper to read.
+- decode: Pillow, because it refuses what other decoders hand back half-drawn (a JPEG cut off without
+  its end marker decodes under OpenCV with a grey bottom and a warning). The header is read first, so an
+  image whose pixel count is a decompression bomb, or whose sides already fail the rules, is dropped
+  before any pixel is decoded. Given the size a caller will resize to, a JPEG is decoded at the smallest
+  DCT scale that still covers it (Pillow's draft mode), which makes a large photograph several times
+  cheaper to read. A JPEG whose scan ends early but still carries its end marker, which Pillow too fills
+  in grey, is found by simplejpeg's strict decode (dew.data.images.jpeg_strict), which also gives the
+  pixels of YCbCr and grey JPEGs, Pillow's bit for bit.
 - decode_whole_jpeg: OpenCV, for bytes a caller knows were written whole (a committed shard verified
   against its checksum) and that end with the JPEG's end-of-image marker. It gives the pixels Pillow
   gives, at the same DCT scale (both are libjpeg-turbo: the same IDCT and upsampling), straight in RGB,
@@ -35,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from dew.data.extras import require
-from dew.data.images import pixel_buffer
+from dew.data.images import jpeg_strict, pixel_buffer
 from dew.data.sections import IMAGE_ENCODINGS
 
 # Why an image is dropped; every image path counts its drops under these names.
@@ -123,10 +126,14 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     if not convert and image.mode != "RGB":
         raise ImageRejected(NOT_RGB, f"the image is stored as {image.mode!r}, not RGB")
     rules.check_sides(*image.size)
-    if size is not None and image.format == "JPEG":
-        image.draft("RGB", (size, size))
     try:
-        pixels = pixel_buffer.load_rgb(image, None if webp else data)
+        pixels = _strict_jpeg(data, image, size)
+        if pixels is None:
+            if size is not None and image.format == "JPEG":
+                image.draft("RGB", (size, size))
+            pixels = pixel_buffer.load_rgb(image, None if webp else data)
+    except jpeg_strict.Truncated as error:
+        raise ImageRejected(TRUNCATED, f"the scan ends early: {error}") from None
     except ImageRejected:
         raise
     except OSError as error:
@@ -160,6 +167,19 @@ def _decode_webp(data: bytes, rules: ImageRules, convert: bool) -> tuple[np.ndar
     return pixels, True
 
 
+def _strict_jpeg(data: bytes, image: Any, size: int | None) -> np.ndarray | None:
+    """A YCbCr or grey JPEG decoded by simplejpeg at the scale Pillow's draft would pick, or None for
+    Pillow to decode; jpeg_strict.Truncated for a scan that ends early, whichever decodes it."""
+    if image.format not in ("JPEG", "MPO"):
+        return None
+    if image.format == "JPEG" and image.mode in ("RGB", "L"):
+        width, height = image.size
+        scale = 1 if size is None else draft_scale(width, height, size)
+        return jpeg_strict.decode(data, -(-width // scale), -(-height // scale))
+    jpeg_strict.check(data)  # CMYK, or the first picture of a multi-picture file: Pillow decodes it
+    return None
+
+
 # Start-of-frame markers of the JPEGs both decoders read alike: baseline, extended and progressive Huffman.
 _SOF = (0xC0, 0xC1, 0xC2)
 # Markers that stand alone, with no length after them: TEM and the restart markers.
@@ -175,8 +195,9 @@ def _whole_jpeg_sides(data: bytes) -> tuple[int, int] | None:
     """(width, height) of an 8-bit, one- or three-component JPEG that ends with its end-of-image marker
     (zero padding after it allowed), from the header; None for anything else.
 
-    The marker cannot end a cut-off scan, since a 0xFF in entropy-coded data is always followed by 0x00
-    or a restart marker; a cut inside the header leaves a segment running past the end, which is None too.
+    A cut-off scan does not end with the marker unless it was put back after the cut (a 0xFF in
+    entropy-coded data is always followed by 0x00 or a restart marker), which is why this path is only
+    for bytes known to be whole; a cut inside the header leaves a segment running past the end: None.
     Multi-picture files (an APP2 "MPF" segment) are None: Pillow reads them as MPO, without draft mode.
     """
     if data[:2] != b"\xff\xd8" or not data[-_TAIL:].rstrip(b"\x00").endswith(b"\xff\xd9"):
