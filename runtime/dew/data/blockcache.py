@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dew.data import remote
+from dew.data import mirrors, remote
 
 if TYPE_CHECKING:
     import sqlite3
@@ -312,7 +312,7 @@ def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) ->
 
 def _punch(path: str, page: int) -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    block_bytes, fs = _block_bytes_of(path), _fs_block()
+    block_bytes, fs = mirrors.block_bytes_of(path), _fs_block()
     lo = page * page_blocks(block_bytes) * block_bytes
     hi = lo + page_blocks(block_bytes) * block_bytes
     # Out to whole filesystem blocks, which a page of blocks that do not divide PAGE_BYTES may share
@@ -336,14 +336,9 @@ def _punch(path: str, page: int) -> None:
         os.close(fd)
 
 
-def _block_bytes_of(path: str) -> int:
-    """A mirror's block size, from its name: `<cache key>-<block bytes>/<shard name>`."""
-    return int(os.path.basename(os.path.dirname(path)).rpartition("-")[2])
-
-
 def mirror(key: str, name: str, block_bytes: int) -> str:
     """The mirror file of the shard `name` cached under `key`, with blocks of `block_bytes`."""
-    return os.path.join(remote.blocks_dir(), f"{key}-{block_bytes}", name)
+    return mirrors.mirror(remote.blocks_dir(), key, name, block_bytes)
 
 
 def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) -> None:
@@ -364,18 +359,6 @@ def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) 
             run.append(blocks[block])
         if run:
             os.pwrite(fd, b"".join(run), (first + start) * block_bytes)
-    finally:
-        os.close(fd)
-
-
-def read_blocks(path: str, blocks: Iterable[int], block_bytes: int) -> dict[int, bytes]:
-    """The bytes the mirror holds at each of `blocks` (zeros for a hole; b"" past its end), unchecked."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return {}
-    try:
-        return {block: os.pread(fd, block_bytes, block * block_bytes) for block in blocks}
     finally:
         os.close(fd)
 

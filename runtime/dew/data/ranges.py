@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import block_sums, blockcache, formats, http_ranges, integrity, readahead, remote
+from dew.data import block_sums, blockcache, formats, http_ranges, integrity, mirrors, readahead, remote
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
@@ -200,7 +200,7 @@ def read(requests: Sequence[tuple[RangedShard, int, int]], *, fresh: bool = Fals
         pages = blockcache.held_pages(path, (b // per_page for b in blocks))
         touched[path] = set(pages)
         held = [] if fresh else [b for b in blocks if b % per_page in pages[b // per_page]]
-        cached = blockcache.read_blocks(path, held, shard.block_bytes)
+        cached = mirrors.read_blocks(path, held, shard.block_bytes)
         got[shard] = shard.good_blocks(cached)
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
     writes: dict[str, dict[int, bytes]] = {}
