@@ -194,11 +194,12 @@ def read(requests: Sequence[tuple[RangedShard, int, int]], *, fresh: bool = Fals
     block_sums.prepare(lambda work, items: readahead.pool_map(_pool(), work, items), grouped)
     got: dict[RangedShard, dict[int, bytes]] = {}
     paths = {shard: shard.mirror() for shard in need}
-    touched = {paths[s]: {b // mirrors.page_blocks(s.block_bytes) for b in blocks} for s, blocks in need.items()}
+    pages_of = {s: mirrors.page_blocks(s.block_bytes) for s in need}
+    touched = {paths[s]: {b // pages_of[s] for b in blocks} for s, blocks in need.items()}
     held_of = blockcache.held(touched)  # one ledger query for every mirror of the read
     runs = []
     for shard, blocks in need.items():
-        path, per_page = paths[shard], mirrors.page_blocks(shard.block_bytes)
+        path, per_page = paths[shard], pages_of[shard]
         pages = held_of[path]
         held = [] if fresh else [b for b in blocks if b % per_page in pages[b // per_page]]
         cached = mirrors.read_blocks(path, held, shard.block_bytes)
