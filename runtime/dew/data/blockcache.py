@@ -7,7 +7,10 @@ by every process of the host, records per page (PAGE_BYTES of a mirror: 16 block
 brings new blocks takes the ledger's write lock, punches out least recently used pages (fallocate
 PUNCH_HOLE, which frees the disk at once even while another process has the mirror open) until the
 new blocks fit in $DEW_CACHE_BYTES, writes them, records them and commits: so the mirrors never hold
-more than the budget, with no directory walk, and no evicted file lingering open.
+more than the budget, with no directory walk, and no evicted file lingering open. A read the cache
+serves whole takes no write lock: the ledger is asked for all its pages in one query, and their last
+use waits in the process's memory until its next store, or a read a second later, writes it
+(dew.data.block_uses: another process's LRU order lags by that much).
 
 A store writes its blocks under the ledger's write lock, having named its pages in a journal
 (journals/writing-N.json, N the store's number, which its transaction commits): a process killed
@@ -37,22 +40,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dew.data import remote
+from dew.data import block_uses, mirrors, remote
+from dew.data.mirrors import charge, page_blocks
+from dew.data.mirrors import fs_block as _fs_block
 
 if TYPE_CHECKING:
     import sqlite3
 
-# A page is the ledger's unit (one row, evicted whole) whatever the block size, so a cache of small
-# blocks has as many rows as one of 4 KiB blocks; a block larger than a page is a page of one block.
-PAGE_BYTES = 64 << 10
-# Bytes an extent record may take on disk, with room for the index blocks above the leaves (ext4's are
-# 12 bytes, 340 to a 4 KiB leaf); a page spanning n filesystem blocks holds at most (n + 1) // 2 extents.
-_EXTENT = 16
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 _LEDGER = threading.local()
 _OPENING = threading.Lock()
 _OPEN_TRIES = 200
-_FS_BLOCKS: dict[str, int] = {}  # the filesystem block size under each blocks directory, asked once
 
 
 def _fresh_opening_lock() -> None:  # a lock held by a thread at a fork would stay held in the child
@@ -99,58 +97,36 @@ def _ledger() -> sqlite3.Connection:
     return held[2]
 
 
-def _fs_block() -> int:
-    where = remote.blocks_dir()
-    size = _FS_BLOCKS.get(where)
-    if size is None:
-        size = _FS_BLOCKS[where] = os.statvfs(where).f_bsize
-    return size
-
-
-def page_blocks(block_bytes: int) -> int:
-    """Blocks of `block_bytes` a page holds."""
-    return max(1, PAGE_BYTES // block_bytes)
-
-
-def charge(block_bytes: int, page: int, blocks: Iterable[int]) -> int:
-    """Disk bytes the blocks `blocks` (indexes within the page) of page `page` of a mirror of
-    `block_bytes` blocks may take: every filesystem block they touch, whole, plus the page's extent
-    records. Exact for blocks of the filesystem's size; a smaller block costs the filesystem block it
-    lies in, which its neighbours in it then share."""
-    fs, first = _fs_block(), page * page_blocks(block_bytes)
-    if fs % block_bytes == 0:  # each block lies in one filesystem block, which `per` blocks share
-        per = fs // block_bytes
-        count = len({(first + bit) // per for bit in blocks})
-    elif block_bytes % fs == 0:  # each block is block_bytes // fs filesystem blocks of its own
-        count = len(set(blocks)) * (block_bytes // fs)
-    else:
-        touched: set[int] = set()
-        for bit in blocks:
-            lo = (first + bit) * block_bytes
-            touched.update(range(lo // fs, (lo + block_bytes - 1) // fs + 1))
-        count = len(touched)
-    if not count:
-        return 0
-    lo = first * block_bytes
-    spanned = (lo + page_blocks(block_bytes) * block_bytes - 1) // fs - lo // fs + 1
-    return count * fs + _EXTENT * ((spanned + 1) // 2 + 1)
+def held(wanted: Mapping[str, Iterable[int]]) -> dict[str, dict[int, set[int]]]:
+    """The blocks the ledger says are held of each page of each mirror in `wanted` (path → pages), by
+    path and page, in one query for them all (each block is still checked as it is read)."""
+    asked = {path: sorted(set(pages)) for path, pages in wanted.items()}
+    rows = _rows(_ledger(), asked)
+    return {
+        path: {page: _blocks_of(rows[path, page][0]) if (path, page) in rows else set() for page in pages}
+        for path, pages in asked.items()
+    }
 
 
 def held_pages(path: str, pages: Iterable[int]) -> dict[int, set[int]]:
-    """The blocks of each of `pages` of mirror `path` the ledger says are held, by page (each block is
-    still checked as it is read)."""
-    pages = sorted(set(pages))
-    rows = _rows(_ledger(), path, pages)
-    return {page: _blocks_of(rows[page][0]) if page in rows else set() for page in pages}
+    """held() of one mirror."""
+    return held({path: pages})[path]
 
 
-def _rows(ledger: sqlite3.Connection, path: str, pages: list[int]) -> dict[int, tuple[bytes, int]]:
-    """The ledger's (mask, bytes) of each of `pages` of mirror `path` it has a row for."""
-    found: dict[int, tuple[bytes, int]] = {}
-    for lo in range(0, len(pages), 500):
-        chunk = pages[lo : lo + 500]
-        query = f"SELECT page, mask, bytes FROM pages WHERE path = ? AND page IN ({','.join('?' * len(chunk))})"
-        found.update((page, (mask, size)) for page, mask, size in ledger.execute(query, (path, *chunk)))
+def _rows(ledger: sqlite3.Connection, wanted: Mapping[str, Iterable[int]]) -> dict[tuple[str, int], tuple[bytes, int]]:
+    """The ledger's (mask, bytes) of each (path, page) of `wanted` (path → pages) it has a row for, by
+    its primary key: one query for up to 400 pages of any mirrors."""
+    pairs = [(path, page) for path, pages in wanted.items() for page in pages]
+    found: dict[tuple[str, int], tuple[bytes, int]] = {}
+    for lo in range(0, len(pairs), 400):
+        chunk = pairs[lo : lo + 400]
+        values = ",".join(["(?, ?)"] * len(chunk))
+        query = (  # CROSS JOIN keeps the asked pairs outside: each a search of the primary key, never a scan
+            f"SELECT p.path, p.page, p.mask, p.bytes FROM (VALUES {values}) AS v CROSS JOIN pages AS p "
+            "ON p.path = v.column1 AND p.page = v.column2"
+        )
+        rows = ledger.execute(query, [field for pair in chunk for field in pair])
+        found.update(((path, page), (mask, size)) for path, page, mask, size in rows)
     return found
 
 
@@ -175,9 +151,18 @@ def store(
     are left out (the caller has them in memory). Returns the bytes evicted."""
     budget, now = remote.cache_budget(), time.time_ns()
     ledger = _ledger()
+    if not writes:  # a read the cache served: its pages' last use waits in memory (dew.data.block_uses)
+        block_uses.note(touched, now)
+        if block_uses.due():
+            _write_uses(ledger)
+        return 0
     ledger.execute("BEGIN IMMEDIATE")
+    uses: list[tuple[int, str, int]] = []
     try:
         number = _recover(ledger) + 1
+        block_uses.note(touched, now)
+        uses = block_uses.take()  # this process's reads since its last store, before anything is evicted
+        ledger.executemany(_USED, uses)
         keep = {(path, page) for path, pages in touched.items() for page in pages}
         keep |= {(path, b // page_blocks(block_bytes[path])) for path, blocks in writes.items() for b in blocks}
         plan: list[tuple[str, int | None, dict[int, bytes], set[int], int, int]] = []
@@ -187,9 +172,9 @@ def store(
             per_page = page_blocks(block_bytes[path])
             for block, data in blocks.items():
                 by_page.setdefault(block // per_page, {})[block % per_page] = data
-            rows = _rows(ledger, path, list(by_page))
+            rows = _rows(ledger, {path: by_page})
             for page, new in by_page.items():
-                row = rows.get(page)
+                row = rows.get((path, page))
                 have = _blocks_of(row[0]) if row else set()
                 after = have | set(new)
                 held = charge(block_bytes[path], page, after)
@@ -204,7 +189,6 @@ def store(
         evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
         total -= evicted
         unregistered = {path for path, slot, *_ in plan if slot is None}
-        written: set[tuple[str, int]] = set()
         journal = [(path, slot) for path, slot, *_ in plan if slot is not None]
         if journal:
             with open(_journal(number), "w") as f:  # before the first write: what a kill from here on leaves
@@ -219,23 +203,37 @@ def store(
                 total += cost
                 continue
             _write(path, block_bytes[path], slot, new)
-            written.add((path, slot))
             ledger.execute(
                 "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?)",
                 (path, slot, _mask(after, block_bytes[path]), held, now),
             )
             total += cost
-        stale = [(now, path, page) for path, page in keep if (path, page) not in written]  # written say `now`
-        ledger.executemany("UPDATE pages SET used = ? WHERE path = ? AND page = ?", stale)
         ledger.execute("UPDATE total SET bytes = ?", (total,))
         ledger.execute("COMMIT")
     except BaseException:
         ledger.execute("ROLLBACK")  # the journal stays: the next store frees what this one wrote
+        block_uses.put_back(uses)
         raise
     if journal:  # another store may have removed it already, seeing its number committed
         with contextlib.suppress(FileNotFoundError):
             os.unlink(_journal(number))
     return evicted
+
+
+_USED = "UPDATE pages SET used = MAX(used, ?) WHERE path = ? AND page = ?"  # another process's may be later
+
+
+def _write_uses(ledger: sqlite3.Connection) -> None:
+    """Writes this process's waiting marks of last use, in one transaction."""
+    ledger.execute("BEGIN IMMEDIATE")
+    uses = block_uses.take()
+    try:
+        ledger.executemany(_USED, uses)
+        ledger.execute("COMMIT")
+    except BaseException:
+        ledger.execute("ROLLBACK")
+        block_uses.put_back(uses)
+        raise
 
 
 _JOURNAL = "writing-"
@@ -312,7 +310,7 @@ def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) ->
 
 def _punch(path: str, page: int) -> None:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    block_bytes, fs = _block_bytes_of(path), _fs_block()
+    block_bytes, fs = mirrors.block_bytes_of(path), _fs_block()
     lo = page * page_blocks(block_bytes) * block_bytes
     hi = lo + page_blocks(block_bytes) * block_bytes
     # Out to whole filesystem blocks, which a page of blocks that do not divide PAGE_BYTES may share
@@ -336,14 +334,9 @@ def _punch(path: str, page: int) -> None:
         os.close(fd)
 
 
-def _block_bytes_of(path: str) -> int:
-    """A mirror's block size, from its name: `<cache key>-<block bytes>/<shard name>`."""
-    return int(os.path.basename(os.path.dirname(path)).rpartition("-")[2])
-
-
 def mirror(key: str, name: str, block_bytes: int) -> str:
     """The mirror file of the shard `name` cached under `key`, with blocks of `block_bytes`."""
-    return os.path.join(remote.blocks_dir(), f"{key}-{block_bytes}", name)
+    return mirrors.mirror(remote.blocks_dir(), key, name, block_bytes)
 
 
 def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) -> None:
@@ -364,18 +357,6 @@ def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) 
             run.append(blocks[block])
         if run:
             os.pwrite(fd, b"".join(run), (first + start) * block_bytes)
-    finally:
-        os.close(fd)
-
-
-def read_blocks(path: str, blocks: Iterable[int], block_bytes: int) -> dict[int, bytes]:
-    """The bytes the mirror holds at each of `blocks` (zeros for a hole; b"" past its end), unchecked."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return {}
-    try:
-        return {block: os.pread(fd, block_bytes, block * block_bytes) for block in blocks}
     finally:
         os.close(fd)
 

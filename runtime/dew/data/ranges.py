@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import block_sums, blockcache, formats, http_ranges, integrity, readahead, remote
+from dew.data import block_sums, blockcache, formats, http_ranges, integrity, mirrors, readahead, remote
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
@@ -193,21 +193,23 @@ def read(requests: Sequence[tuple[RangedShard, int, int]], *, fresh: bool = Fals
     readahead.pool_map(_pool(), RangedShard.sums, unknown)  # the index reads of shards new to this process, at once
     block_sums.prepare(lambda work, items: readahead.pool_map(_pool(), work, items), grouped)
     got: dict[RangedShard, dict[int, bytes]] = {}
-    touched: dict[str, set[int]] = {}
+    paths = {shard: shard.mirror() for shard in need}
+    pages_of = {s: mirrors.page_blocks(s.block_bytes) for s in need}
+    touched = {paths[s]: {b // pages_of[s] for b in blocks} for s, blocks in need.items()}
+    held_of = blockcache.held(touched)  # one ledger query for every mirror of the read
     runs = []
     for shard, blocks in need.items():
-        path, per_page = shard.mirror(), blockcache.page_blocks(shard.block_bytes)
-        pages = blockcache.held_pages(path, (b // per_page for b in blocks))
-        touched[path] = set(pages)
+        path, per_page = paths[shard], pages_of[shard]
+        pages = held_of[path]
         held = [] if fresh else [b for b in blocks if b % per_page in pages[b // per_page]]
-        cached = blockcache.read_blocks(path, held, shard.block_bytes)
+        cached = mirrors.read_blocks(path, held, shard.block_bytes)
         got[shard] = shard.good_blocks(cached)
         runs.extend(_runs(shard, sorted(blocks - set(got[shard]))))
     writes: dict[str, dict[int, bytes]] = {}
     for shard, fetched in readahead.pool_map(_pool(), lambda run: (run[0], _fetch(*run)), runs):
         got[shard].update(fetched)
-        writes.setdefault(shard.mirror(), {}).update(fetched)
-    block_bytes = {s.mirror(): s.block_bytes for s in need}
+        writes.setdefault(paths[shard], {}).update(fetched)
+    block_bytes = {paths[s]: s.block_bytes for s in need}
     blockcache.store(writes, block_bytes, touched)
     out = []
     for shard, lo, hi in requests:
