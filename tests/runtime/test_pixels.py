@@ -218,3 +218,30 @@ def test_exif_orientation_is_not_applied_and_an_animation_gives_its_first_frame(
             np.testing.assert_array_equal(got, first, err_msg=fmt)
         else:  # a GIF's palette: nearer the first frame than the second
             assert np.abs(got.astype(int) - first).mean() < np.abs(got.astype(int) - second).mean() / 4, fmt
+
+
+def _with_scans(jpeg: bytes, scans: int) -> bytes:
+    """A progressive JPEG whose last scan is repeated until the file holds `scans` start-of-scan markers."""
+    last, end = jpeg.rindex(b"\xff\xda"), jpeg.rindex(b"\xff\xd9")
+    extra = scans - jpeg.count(b"\xff\xda")
+    assert extra >= 0
+    return jpeg[:end] + jpeg[last:end] * extra + jpeg[end:]
+
+
+def test_a_jpeg_of_more_scans_than_the_limit_is_refused_before_it_is_decoded() -> None:
+    """Each scan of a progressive JPEG is a pass over the whole image's coefficients, so a small file of
+    thousands of scans is a CPU bomb: it is refused by its marker count, naming it; a JPEG at the limit is
+    not refused for its scans."""
+    progressive = encoded(data.astronaut(), "JPEG", quality=90, progressive=True)
+    assert 1 < progressive.count(b"\xff\xda") < 20
+    assert pixels.decode(progressive).shape == (512, 512, 3)
+    bomb = _with_scans(progressive, pixels.MAX_JPEG_SCANS + 1)
+    with pytest.raises(ImageRejected) as refused:
+        pixels.decode(bomb)
+    assert refused.value.reason == pixels.UNDECODABLE
+    assert f"{pixels.MAX_JPEG_SCANS + 1} scans" in str(refused.value)
+    at_limit = _with_scans(progressive, pixels.MAX_JPEG_SCANS)
+    try:
+        pixels.decode(at_limit)
+    except ImageRejected as error:  # libjpeg may refuse a repeated refinement scan on its own grounds
+        assert "scans, more than" not in str(error)

@@ -54,6 +54,10 @@ REASONS = (UNDECODABLE, TRUNCATED, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, 
 ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
 MAX_PIXELS = 89_478_485
+# Start-of-scan markers past which a JPEG is refused before it is decoded: a progressive image has about
+# ten; each scan is a pass over the image's coefficients, so a small file of many thousand empty scans
+# would hold a worker for minutes (libjpeg-turbo suggests a limit of 500 to its fuzzers).
+MAX_JPEG_SCANS = 1000
 
 
 class ImageRejected(ValueError):
@@ -123,6 +127,12 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
         if decoded is not None:
             return decoded
     image = _open(data)
+    if image.format in ("JPEG", "MPO"):
+        # FF DA is always a marker: the scans' own FF bytes are stuffed (FF 00); an embedded thumbnail's
+        # few scans count too, and an APP segment's bytes could add one a 64 KiB: far from the limit.
+        scans = data.count(b"\xff\xda")
+        if scans > MAX_JPEG_SCANS:
+            raise ImageRejected(UNDECODABLE, f"{scans} scans, more than the {MAX_JPEG_SCANS} a JPEG is decoded with")
     if not convert and image.mode != "RGB":
         raise ImageRejected(NOT_RGB, f"the image is stored as {image.mode!r}, not RGB")
     rules.check_sides(*image.size)
