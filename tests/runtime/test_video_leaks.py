@@ -51,4 +51,10 @@ def test_500_decodes_leak_no_descriptors_and_no_memory(tmp_path) -> None:
     decode(DECODES)
     assert process.num_fds() - fds < FD_SLACK
     assert not [f for f in process.open_files() if f.path == path], "the video file is still open"
-    assert _resident(process) - rss < RSS_SLACK
+    # A leak grows in every round alike; what another test's thread left running in this process
+    # allocates meanwhile (seen once in a full run: 6.4 MiB) lands in one round, so a second round is
+    # read and the smaller growth is the one bounded.
+    middle = _resident(process)
+    decode(DECODES)
+    grown = (middle - rss, _resident(process) - middle)
+    assert min(grown) < RSS_SLACK, f"resident memory grew {grown[0]} and {grown[1]} bytes in two rounds"
