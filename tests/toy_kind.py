@@ -109,7 +109,7 @@ def _pairs(element: tuple[int, str]) -> Iterator[Any]:
 def pairs_stats(meta: Meta, lines: Iterable[tuple[int, int]], drops: Iterable[str]) -> dict[str, Any]:
     """stats.json: lines in, written and dropped by reason; refuses unbalanced books, commits nothing
     when nothing was written."""
-    from dew.preprocess.errors import TooManyDropsError
+    from dew.preprocess.job_errors import TooManyDropsError
 
     lines_in = sum(n for _, n in lines)
     dropped = dict(collections.Counter(drops))

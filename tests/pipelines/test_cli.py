@@ -108,7 +108,7 @@ def test_user_errors_are_one_line_and_bugs_keep_their_traceback(
     # What a multi-process runner or Dataflow relays: the worker's traceback as text, wrapped per step.
     relayed = RuntimeError(
         "Traceback (most recent call last):\n  File x\n"
-        "dew.preprocess.errors.TooManyDropsError: the job wrote none of 2 documents.\n  missing_field: 2"
+        "dew.preprocess.job_errors.TooManyDropsError: the job wrote none of 2 documents.\n  missing_field: 2"
         " [while running 'TokenizeCorpus/Commit']\n\nDuring handling of the above exception ...\n"
     )
     assert cli.user_error(relayed) == "the job wrote none of 2 documents.\n  missing_field: 2"

@@ -20,8 +20,8 @@ from dew.data.video.clip_shards import ClipShards
 from dew.data.video.decode import ClipShape
 from dew.pipelines import decode_clips_job
 from dew.preprocess.clip_sources import SourceOptions, find_sources
-from dew.preprocess.clips import ClipsPlan
 from dew.preprocess.read_documents import BadInputError
+from dew.preprocess.write_clips import ClipsPlan
 from tests.runtime.video_support import dominant_frequency, frame_indices, write_video
 from tests.support import assert_refused_quietly, assert_resume_exact, inspect_text, read_global, run_preprocess
 
@@ -231,14 +231,16 @@ def test_has_audio_of_every_clip_is_what_video_dataset_gives_for_its_video(video
 def test_a_run_left_by_a_dew_whose_records_lacked_has_audio_is_not_resumed_into_mixed_shards(
     videos: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dew.preprocess import clips
+    from dew.preprocess import write_clips
     from dew.preprocess.commit import OutputConflictError
 
     crashed = tmp_path / "crashed"
     blocker = crashed / "train-00001-of-00002.array_record"
     blocker.mkdir(parents=True)
-    old_fields = clips.section_fields
-    monkeypatch.setattr(clips, "section_fields", lambda audio: tuple(f for f in old_fields(audio) if f != "has_audio"))
+    old_fields = write_clips.section_fields
+    monkeypatch.setattr(
+        write_clips, "section_fields", lambda audio: tuple(f for f in old_fields(audio) if f != "has_audio")
+    )
     with pytest.raises(Exception, match="train-00001-of-00002"):
         run(crashed, "--input", str(videos), *FLAGS)  # shard 0 committed in the older layout
     blocker.rmdir()
@@ -279,7 +281,7 @@ def test_voxceleb_tree_and_a_list_per_video_jpeg_int16_dropping_silent_videos(vi
 
 
 def test_strict_stops_at_the_first_bad_video_naming_it(videos: Path) -> None:
-    from dew.preprocess.clips import _DecodeVideo
+    from dew.preprocess.write_clips import _DecodeVideo
 
     sources, _ = find_sources([str(videos / "broken" / "zero.mp4")], SourceOptions())
     plan = ClipsPlan(output="unused", shape=ClipShape(frames=8, frame_size=32, frame_rate=25.0), strict=True)
@@ -290,7 +292,7 @@ def test_strict_stops_at_the_first_bad_video_naming_it(videos: Path) -> None:
 
 
 def test_a_video_that_fails_part_way_hands_on_no_clip_and_leaves_no_parked_file(videos: Path, tmp_path: Path) -> None:
-    from dew.preprocess.clips import TALLY_TAG, _DecodeVideo
+    from dew.preprocess.write_clips import TALLY_TAG, _DecodeVideo
 
     sources, _ = find_sources(
         [str(videos / "broken" / "cut-late.mp4"), str(videos / "talk" / "tone.mp4")], SourceOptions()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dew.preprocess.images import ImagesPlan
+from dew.preprocess.write_images import ImagesPlan
 from tests.preprocess.photos import good_images
 from tests.preprocess.test_images_job import IN_MEMORY, read_records, run_images
 

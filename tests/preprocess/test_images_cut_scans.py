@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dew.data.images import pixels
-from dew.preprocess.images import ImagesPlan
+from dew.preprocess.write_images import ImagesPlan
 from tests.preprocess.photos import cut_scan_jpegs, good_images, stray_byte_jpegs
 from tests.preprocess.test_images_job import read_records, run_images
 

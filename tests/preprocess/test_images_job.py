@@ -17,7 +17,7 @@ from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.images import pixels
 from dew.pipelines import images_job
 from dew.pipelines.flags import UsageError
-from dew.preprocess.images import ImagesPlan
+from dew.preprocess.write_images import ImagesPlan
 from tests.preprocess.photos import MAX_PIXELS, bad_images, good_images
 from tests.support import inspect_text, run_preprocess
 

@@ -11,11 +11,11 @@ import pytest
 
 from dew.data.formats import MAX_SHARDS
 from dew.data.video.decode import ClipShape
-from dew.preprocess import clips
-from dew.preprocess.images import ImagesPlan
+from dew.preprocess import write_clips
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.layout import TRAIN, VAL, Layout
 from dew.preprocess.shards import TooManyShardsError
+from dew.preprocess.write_images import ImagesPlan
 
 TOO_MANY = MAX_SHARDS + 1
 SHAPE = ClipShape(frames=2, frame_size=8, frame_rate=25.0)
@@ -37,7 +37,7 @@ def ingest_counts(*, num_shards: int | None = None) -> dict[str, int]:
 
 
 def clip_counts(*, num_shards: int | None = None) -> dict[str, int]:
-    plan = clips.ClipsPlan(output="o", shape=SHAPE, shard_bytes=1, num_shards=num_shards)
+    plan = write_clips.ClipsPlan(output="o", shape=SHAPE, shard_bytes=1, num_shards=num_shards)
     return plan.sharding().counts([(TRAIN, TOO_MANY)])
 
 
@@ -80,4 +80,4 @@ def test_plans_given_a_count_out_of_range_refuse_it(given: int) -> None:
     with pytest.raises(ValueError, match="num_shards"):
         ImagesPlan(output="o", num_shards=given)
     with pytest.raises(ValueError, match="num_shards"):
-        clips.ClipsPlan(output="o", shape=SHAPE, num_shards=given)
+        write_clips.ClipsPlan(output="o", shape=SHAPE, num_shards=given)

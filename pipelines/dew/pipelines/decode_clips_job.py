@@ -21,10 +21,10 @@ from dew.data.video.decode import ClipShape
 from dew.pipelines import common, flags
 from dew.pipelines.jobs import Job
 from dew.preprocess.clip_sources import LAYOUTS, Source, SourceOptions, find_sources
-from dew.preprocess.clips import DECODE, NO_AUDIO_POLICIES, ClipsPlan, WriteClips
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.progress import Phase
+from dew.preprocess.write_clips import DECODE, NO_AUDIO_POLICIES, ClipsPlan, WriteClips
 from dew.preprocess.writing import COMMIT, WRITE
 
 JOB = Job(

@@ -7,7 +7,7 @@ runtime/dew/data/kinds.py declares every built-in dataset kind for type checkers
 `datasets.PackedTokens(path=...)` is checked against the kind's own signature; the registry finds kinds
 at run time, which no checker can follow. docs/api/*.md are the API reference pages
 (dew.pipelines.apidocs). runtime/dew/data/extra_modules.py maps each optional stack's modules to the
-extra that installs it, from pyproject.toml (dew.pipelines.extra_modules). The flex template's
+extra that installs it, from pyproject.toml (dew.pipelines.render_extras). The flex template's
 metadata.json, docs/preprocess.md's job table and flag reference, and help.json come from the jobs
 (dew.pipelines.metadata, whose own --check and --write cover those alone). command() is the --check /
 --write command line of both. tests/typecheck/test_generated.py runs the check.
@@ -92,9 +92,9 @@ def _isort_key(name: str) -> tuple[int, list[int | str]]:
 
 def generated() -> dict[str, Callable[[], str]]:
     """Each generated file's path, and what renders its content."""
-    from dew.pipelines import apidocs, extra_modules, metadata
+    from dew.pipelines import apidocs, metadata, render_extras
 
-    files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds, extra_modules.PATH: _render_extras}
+    files: dict[str, Callable[[], str]] = {KINDS_PATH: render_kinds, render_extras.PATH: _render_extras}
     for name, render in apidocs.PAGES.items():
         files[os.path.join(_REPO, "docs", "api", name)] = render
     for path, render in metadata.files().items():
@@ -103,10 +103,10 @@ def generated() -> dict[str, Callable[[], str]]:
 
 
 def _render_extras() -> str:
-    from dew.pipelines import extra_modules
+    from dew.pipelines import render_extras
 
     with open(os.path.join(_REPO, "pyproject.toml"), encoding="utf-8") as f:
-        return extra_modules.render(f.read())
+        return render_extras.render(f.read())
 
 
 def stale() -> list[str]:

@@ -22,8 +22,8 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
 from dew.preprocess.image_sources import FILE_KINDS, Found, Source, find_sources, reads
-from dew.preprocess.images import ENCODE, ImagesPlan, WriteImages
 from dew.preprocess.progress import Phase
+from dew.preprocess.write_images import ENCODE, ImagesPlan, WriteImages
 from dew.preprocess.writing import COMMIT, WRITE
 
 JOB = Job(

@@ -25,11 +25,11 @@ from dew.preprocess.commit import JobIdentity
 from dew.preprocess.files import manifest_fingerprint
 from dew.preprocess.image_reading import ImageReadOptions
 from dew.preprocess.image_sources import Source, reads
-from dew.preprocess.images import ImagesPlan
 from dew.preprocess.ingest_plan import URL_FIELDS, IngestPlan
 from dew.preprocess.ingest_urls import IngestUrls
 from dew.preprocess.progress import Phase
 from dew.preprocess.url_reading import find_url_sources
+from dew.preprocess.write_images import ImagesPlan
 from dew.preprocess.writing import COMMIT, WRITE
 
 JOB = Job(

@@ -23,7 +23,7 @@ from dew.data.committed import JOB_MARKER
 from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name, write_meta
 from dew.data.record_index import INDEX_SUFFIX
 from dew.preprocess import files
-from dew.preprocess.errors import OutputConflictError
+from dew.preprocess.job_errors import OutputConflictError
 from dew.preprocess.piece_lengths import write_piece_indexes
 
 # The job's claim on its output; dew.data.committed reads it to name an uncommitted directory.

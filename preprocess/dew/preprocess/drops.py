@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dew.preprocess.errors import TooManyDropsError
+from dew.preprocess.job_errors import TooManyDropsError
 from dew.preprocess.quiet import user_error
 
 # What to check for a reason whose usual cause is a flag rather than the data.

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from dew.data.images.fetch import FetchPolicy
-from dew.preprocess.images import ImagesPlan
+from dew.preprocess.write_images import ImagesPlan
 from dew.preprocess.writing import Sharding
 
 # The fields every record holds after image and caption, before the row's extra fields.

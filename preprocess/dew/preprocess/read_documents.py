@@ -37,7 +37,7 @@ from dew.data.extras import require
 from dew.data.formats import Shard
 from dew.preprocess import files, progress
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
-from dew.preprocess.errors import BadInputError
+from dew.preprocess.job_errors import BadInputError
 from dew.preprocess.quiet import user_error
 
 # Reasons a row is dropped; a counter and a stats.json entry each.

@@ -34,7 +34,7 @@ from dew.data import formats
 from dew.data.formats import Shard, shard_name
 from dew.preprocess import files, progress
 from dew.preprocess.constants import NAMESPACE, TRAIN
-from dew.preprocess.errors import TooManyShardsError
+from dew.preprocess.job_errors import TooManyShardsError
 from dew.preprocess.parked import Parked
 from dew.preprocess.piece_lengths import park_lengths
 from dew.preprocess.quiet import user_error

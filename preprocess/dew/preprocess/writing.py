@@ -32,7 +32,7 @@ from dew.data.sections import Section
 from dew.preprocess import commit, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DRAW, TRAIN, VAL
-from dew.preprocess.errors import TooManyDropsError
+from dew.preprocess.job_errors import TooManyDropsError
 from dew.preprocess.parked import Parked
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WRITE_PHASE, WriteShards, sized_count

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from dew.preprocess.cleaning.config import QualityConfig
+from dew.preprocess.cleaning.quality_config import QualityConfig
 from dew.preprocess.cleaning.words import count_sentences
 
 CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from dew.preprocess.cleaning.config import QualityConfig
 from dew.preprocess.cleaning.gopher import duplicates
+from dew.preprocess.cleaning.quality_config import QualityConfig
 from dew.preprocess.cleaning.words import split_words, tables
 
 

@@ -17,7 +17,7 @@ from functools import cache, partial
 from itertools import accumulate
 from operator import itemgetter
 
-from dew.preprocess.cleaning.config import QualityConfig
+from dew.preprocess.cleaning.quality_config import QualityConfig
 from dew.preprocess.cleaning.words import MEMO_LIMIT, tables
 
 _PARAGRAPHS = re.compile(r"\n{2,}")

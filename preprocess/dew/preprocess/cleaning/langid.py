@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from dew.preprocess.cleaning.config import QualityConfig
+from dew.preprocess.cleaning.quality_config import QualityConfig
 
 
 @cache

@@ -12,9 +12,9 @@ shared by the rules that count them. Pure Python, memory bounded by one document
 from __future__ import annotations
 
 from dew.preprocess.cleaning.c4 import c4_lines
-from dew.preprocess.cleaning.config import QualityConfig
 from dew.preprocess.cleaning.fineweb import fineweb_failure
 from dew.preprocess.cleaning.gopher import quality_failure, repetition_failure
+from dew.preprocess.cleaning.quality_config import QualityConfig
 from dew.preprocess.cleaning.words import split_words
 
 __all__ = ["QUALITY_REASONS", "QualityConfig", "filter_text", "first_failure"]

@@ -40,7 +40,7 @@ from dew.preprocess import progress
 from dew.preprocess.clip_sources import MISSING_FILE, SOURCE_REASONS, Source, SourceOptions
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, TRAIN
-from dew.preprocess.errors import BadInputError, TooManyDropsError
+from dew.preprocess.job_errors import BadInputError, TooManyDropsError
 from dew.preprocess.parked import Parked, ParkingFile
 from dew.preprocess.quiet import user_error
 from dew.preprocess.writing import Sharding, write_parked
