@@ -131,7 +131,7 @@ def test_import_registers_every_kind_and_loads_no_heavy_stack() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["heavy"] == [], f"import dew.data loaded {report['heavy']}"
-    # A test's own kinds (tests/toy_kind.py) are registered in datasets.scoped(), so none is left here.
+    # A test's own kinds (tests/toy_kind/) are registered in a copy of the sources, never here.
     assert report["kinds"] == datasets.names()
     assert {"token_windows", "packed_tokens", "hf", "tfds", "chat_messages", "prompts"} <= set(report["kinds"])
 

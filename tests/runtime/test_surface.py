@@ -85,7 +85,7 @@ KINDS = [
 
 def test_dir_lists_the_public_names_and_the_kinds_and_nothing_else() -> None:
     assert dew.data.__all__ == PUBLIC
-    # A test that registers a kind of its own (tests/toy_kind.py) does so in datasets.scoped(): none is left.
+    # The toy kind (tests/toy_kind/) is added in a copy of the sources, so no test leaves a kind behind here.
     assert dir(dew.data) == sorted(PUBLIC + KINDS)
 
 

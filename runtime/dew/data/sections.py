@@ -12,11 +12,10 @@ token ids for tokens and record bytes for every kind whose records are packed di
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,18 +37,6 @@ def dtype_for_vocab(vocab_size: int) -> np.dtype:
 # Every kind a committed directory can hold, by the name its section has in meta.json: each Section
 # subclass with a KIND registers itself as it is defined.
 SECTIONS: dict[str, type[Section]] = {}
-
-
-@contextlib.contextmanager
-def scoped() -> Iterator[None]:
-    """A block after which SECTIONS holds what it held before (a section a test defined is gone), as
-    `datasets.scoped()` does for kinds."""
-    before = dict(SECTIONS)
-    try:
-        yield
-    finally:
-        SECTIONS.clear()
-        SECTIONS.update(before)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

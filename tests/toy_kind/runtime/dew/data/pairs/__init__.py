@@ -1,0 +1,1 @@
+"""Pairs of strings: one record a `left<TAB>right` line."""
