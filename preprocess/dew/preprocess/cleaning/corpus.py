@@ -45,9 +45,10 @@ from dew.preprocess.cleaning.removals import Removal
 from dew.preprocess.cleaning.write import TABLES, TRAIN, WriteCleanShard, record_entry, route_record, route_removal
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, STATS_TAG
-from dew.preprocess.drops import TooManyDropsError, check_books, check_drops
+from dew.preprocess.drops import check_books, check_drops
 from dew.preprocess.read_documents import ReadDocuments
 from dew.preprocess.shards import GroupByShard, sized_count
+from dew.preprocess.writing import build_meta, commit_checked
 
 REMOVED, DEDUP, BANDS, EXACT, EDITED, RECORDS = "removed", "dedup", "bands", "exact", "edited", "records"
 _HINTS = {"missing_field": "is the text under --text_field?", "too_long": "see --max_document_bytes"}
@@ -373,24 +374,22 @@ def _commit(
     plan: CleanPlan,
     identity: JobIdentity,
     counts: Mapping[str, int],
+    *side: Any,
+) -> Meta:
+    meta = build_meta(shards, plan.section(), counts, identity)
+    return commit_checked(plan.output, meta, _finish, plan, *side)
+
+
+def _finish(
+    meta: Meta,
+    plan: CleanPlan,
     tallies: Mapping[str, Any],
     reasons: Iterable[tuple[str, int]],
     examples: Iterable[Any],
     tables: Iterable[tuple[str, int]],
     edited: int,
-) -> Meta:
-    meta = Meta(
-        section=plan.section(),
-        splits=commit.ordered_shards(shards, counts),
-        config=dict(identity.config),
-        inputs=identity.inputs,
-    )
+) -> dict[str, Any]:
     stats = clean_stats(meta, plan, tallies, reasons, examples, tables, edited)
-    try:
-        against = dict.fromkeys(DUPLICATE_REASONS, _AGAINST_HINT) if plan.against else {}
-        check_drops(stats, plan.max_drop_fraction, hints={**_HINTS, **against})
-    except TooManyDropsError:
-        commit.clear_output(plan.output)
-        raise
-    commit.commit_corpus(plan.output, meta, stats)
-    return meta
+    against = dict.fromkeys(DUPLICATE_REASONS, _AGAINST_HINT) if plan.against else {}
+    check_drops(stats, plan.max_drop_fraction, hints={**_HINTS, **against})
+    return stats
