@@ -104,7 +104,7 @@ def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) 
             dropped.update(table.drops())
             to_refetch += len(table.to_refetch())
             status.setdefault(split, []).append(url_status.status_name(shard.name))
-    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    written = meta.record_count
     check_books("url", rows_in, written, dropped, read="rows read")
     return {
         "urls_in": rows_in,

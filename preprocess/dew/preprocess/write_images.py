@@ -223,7 +223,7 @@ def images_stats(
     dropped.update({reason: int(tallies[reason]) for reason in PATH_REASONS if tallies.get(reason)})
     for reason, count in drops:
         dropped[reason] += count
-    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    written = meta.record_count
     check_books("image", tallies["images_in"], written, dropped)
     return {
         "images_in": tallies["images_in"],

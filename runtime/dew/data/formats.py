@@ -188,6 +188,11 @@ class Meta:
         except KeyError:
             raise KeyError(f"the directory has no split {split!r}; splits: {', '.join(sorted(self.splits))}") from None
 
+    @property
+    def record_count(self) -> int:
+        """The records of every split together: what a job wrote, for its books."""
+        return sum(shard.records for shards in self.splits.values() for shard in shards)
+
     def fingerprint(self) -> str:
         """Identifies the content: the section's meaning plus every shard's checksum, split by split."""
         digest = hashlib.sha256(self.section.identity().encode())

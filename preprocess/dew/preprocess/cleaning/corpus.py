@@ -353,7 +353,7 @@ def clean_stats(
         found[reason] = {"path": source, "row": row, "id": doc_id}
         if of_id is not None:
             found[reason].update(duplicate_of=of_id, duplicate_in=of_in)
-    written = sum(shard.records for shards in meta.splits.values() for shard in shards)
+    written = meta.record_count
     check_books("document", tallies["documents_in"], written, dropped)
     return {
         "documents_in": tallies["documents_in"],

@@ -42,13 +42,13 @@ def _pairs(element: tuple[int, str]) -> Iterator[Any]:
 def pairs_stats(meta: Meta, lines: Iterable[tuple[int, int]], drops: Iterable[str]) -> dict[str, Any]:
     """stats.json: lines in, written and dropped by reason; refuses unbalanced books, commits nothing
     when nothing was written."""
+    from dew.preprocess.drops import check_books
     from dew.preprocess.job_errors import TooManyDropsError
 
     lines_in = sum(n for _, n in lines)
     dropped = dict(collections.Counter(drops))
-    written = sum(s.records for shards in meta.splits.values() for s in shards)
-    if lines_in != written + sum(dropped.values()):
-        raise RuntimeError(f"pair accounting is off: {lines_in} in, {written} written, {dropped} dropped")
+    written = meta.record_count
+    check_books("line", lines_in, written, dropped)
     if not written:
         raise TooManyDropsError(f"the job wrote none of {lines_in} lines: {dropped}")
     return {"lines_in": lines_in, "lines_written": written, "dropped": dropped, "fingerprint": meta.fingerprint()}
