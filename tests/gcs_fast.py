@@ -2,7 +2,7 @@
 
 The PyPI GCS emulator answers 100-200 requests a second on a small machine, so a benchmark of range
 reads through it measures the emulator. This server answers the reads dew's client makes
-(dew.data.remote, and gcsfs's listing and existence checks) and nothing else:
+(dew.data.remote's reads, listings and existence checks) and nothing else:
 - GET /storage/v1/b/<bucket>: the bucket's metadata (404 where `root/<bucket>` is not a directory);
 - GET /storage/v1/b/<bucket>/o?prefix=&delimiter=: a listing (items and prefixes, one page);
 - GET /storage/v1/b/<bucket>/o/<name>: an object's metadata (size, generation, crc32c, md5Hash, ...),

@@ -124,3 +124,10 @@ def inspect_text(path: str, *flags: str) -> str:
     with contextlib.redirect_stdout(out):
         inspect_job.main([path, *flags])
     return out.getvalue()
+
+
+def gcs_filesystem() -> Any:
+    """gcsfs on the GCS emulator, for tests to write and remove objects: dew's runtime itself only reads."""
+    import gcsfs.core
+
+    return gcsfs.core.GCSFileSystem(token="anon")

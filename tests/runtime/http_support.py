@@ -119,7 +119,8 @@ class RangeServer(_Listener):
             if not asked:
                 asked = True
                 self.connections += 1
-            lo, hi = (int(x) for x in headers["range"].partition("=")[2].split("-"))
+            asked_range = headers.get("range", "bytes=0--1")  # a request for no range (a listing) is lo = hi = 0
+            lo, hi = (int(x) for x in asked_range.partition("=")[2].split("-", 1))
             for write in self.answer(headers, lo, hi + 1):
                 connection.sendall(write)
             self.written.set()

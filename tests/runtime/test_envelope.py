@@ -60,7 +60,11 @@ def test_the_fingerprint_changes_with_what_records_mean_and_hold() -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(format="dew.tokens/3"), "version 3 of tokens, and this dew reads version 2: upgrade dew"),
+        (
+            lambda d: d.update(format="dew.tokens/3"),
+            "newer dew: format 'dew.tokens/3' is version 3, and this dew reads version 2: upgrade dew",
+        ),
+        (lambda d: d.update(format="dew.tokens/0"), "version 0 of tokens, and this dew reads version 2 only: rerun"),
         (lambda d: d.update(format="dew.sounds/1"), "not a dew format this version reads"),
         (lambda d: d["splits"]["train"][0].update(name="../train-00000-of-00002.array_record"), "inside the directory"),
         (lambda d: d["splits"]["train"][0].update(name="train-00000-of-00002.array_record/x"), "inside the directory"),
@@ -107,3 +111,34 @@ def test_a_shard_count_past_five_digits_is_refused_where_the_name_is_made() -> N
     assert formats.parse_shard_name(last) == ("train", 99_998, 99_999, "bin")
     with pytest.raises(ValueError, match="at most 99999 shards, not 100000"):
         formats.shard_name("train", 0, formats.MAX_SHARDS + 1, "bin")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "found", "reads"),
+    [
+        (lambda d: d.update(format="dew.tokens/3"), "format 'dew.tokens/3'", 3, 2),
+        (lambda d: d["splits"]["train"][0].update(blocks_version=3), "blocks_version", 3, 2),
+        (lambda d: d["splits"]["train"][0].update(index_version=2), "index_version", 2, 1),
+    ],
+    ids=["format", "blocks_version", "index_version"],
+)
+def test_a_version_from_a_newer_dew_says_upgrade_dew_not_invalid(edit, field, found, reads, tmp_path) -> None:
+    """A committed corpus whose meta.json a newer dew wrote (its checksum matching, as that dew's would):
+    the refusal names the field and both versions and says to upgrade, not that meta.json is invalid."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    root = write_corpus(
+        str(tmp_path / "corpus"), {"train": documents(20, seed=3, longest=50)}, kind="array_record", block_bytes=512
+    )
+    path = tmp_path / "corpus" / formats.META
+    data = json.loads(path.read_text())
+    assert data["splits"]["train"][0]["blocks_version"] == 2 and data["splits"]["train"][0]["index_version"] == 1
+    edit(data)
+    data["checksum"] = formats.meta_checksum(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(formats.NewerFormatError) as raised:
+        open_tokens(root)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: written by a newer dew: ")
+    assert field in message and f"version {found}" in message and f"reads version {reads}" in message
+    assert "upgrade dew" in message and "not a valid" not in message

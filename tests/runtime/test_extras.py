@@ -76,7 +76,7 @@ def test_an_installed_stack_is_returned() -> None:
         ("pyarrow", "parquet", lambda tmp: rows.read_table(str(tmp / "x.parquet"), ["tokens"])),
         ("transformers", "hf", lambda tmp: HFTokenizer("gpt2").tokenizer),
         ("datasets", "hf", lambda tmp: HFOptions().load("json", "train", streaming=False)),
-        ("gcsfs", "gcs", lambda tmp: remote.exists("gs://bucket/x")),
+        ("google", "gcs", lambda tmp: remote.exists("gs://bucket/x")),
         ("tensorflow_datasets", "tfds", lambda tmp: prepared_tfds(tmp).open()),
     ],
 )

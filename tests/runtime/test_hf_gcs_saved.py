@@ -6,15 +6,16 @@ import os
 
 import pytest
 
-from dew.data import HFOptions, remote
+from dew.data import HFOptions
 from tests.conftest import BUCKET
+from tests.support import gcs_filesystem
 
 datasets = pytest.importorskip("datasets")
 pytestmark = pytest.mark.gcs
 
 
 def _upload_tree(local: str, uri: str) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     for folder, _, names in os.walk(local):
         for name in sorted(names):
             path = os.path.join(folder, name)

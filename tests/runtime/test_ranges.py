@@ -12,13 +12,14 @@ from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
 from tests.runtime.token_support import write_corpus
+from tests.support import gcs_filesystem
 
 pytestmark = pytest.mark.gcs
 BLOCK = 512
 
 
 def _upload_directory(local: str, uri: str) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     for name in sorted(os.listdir(local)):
         with open(os.path.join(local, name), "rb") as source, fs.open(f"{uri}/{name}", "wb") as target:
             target.write(source.read())
@@ -137,7 +138,7 @@ def test_a_damaged_block_is_refused_naming_shard_and_block(gcs_emulator, cache, 
     with open(os.path.join(local, name), "rb") as f:
         data = bytearray(f.read())
     data[3 * BLOCK + 7] ^= 0xFF  # same size, one byte of block 3 flipped
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     with fs.open(f"{uri}/{name}", "wb") as f:
         f.write(bytes(data))
     tokens = TokenBytes(uri)

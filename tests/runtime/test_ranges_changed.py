@@ -10,12 +10,13 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import block_sums, formats, remote
+from dew.data import block_sums, formats
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
 from tests.runtime.test_ranges import _upload_directory
 from tests.runtime.token_support import documents, write_corpus
+from tests.support import gcs_filesystem
 
 pytestmark = pytest.mark.gcs
 BLOCK = 512
@@ -41,7 +42,7 @@ def _corpus(tmp_path, name: str, *, blocks_version: int = block_sums.BLOCKS_VERS
 
 
 def _replace(uri: str, name: str, data: bytes) -> None:
-    with remote._filesystem().open(f"{uri}/{name}", "wb") as f:
+    with gcs_filesystem().open(f"{uri}/{name}", "wb") as f:
         f.write(data)
 
 
@@ -121,7 +122,7 @@ def test_a_206_of_the_right_length_but_wrong_bytes_is_fetched_again_then_refused
 @pytest.mark.parametrize("version", [1, block_sums.BLOCKS_VERSION])
 def test_a_missing_blocks_file_is_refused_naming_it(gcs_emulator, cache, tmp_path, version) -> None:
     _, uri = _corpus(tmp_path, f"changed-no-blocks-{version}", blocks_version=version)
-    remote._filesystem().rm(f"{uri}/{NAME}{formats.BLOCKS_SUFFIX}")
+    gcs_filesystem().rm(f"{uri}/{NAME}{formats.BLOCKS_SUFFIX}")
     with pytest.raises(formats.DamagedError, match=rf"{NAME}\.blocks is missing"):
         TokenBytes(uri)[0:10]
 

@@ -11,6 +11,7 @@ from array_record.python.array_record_module import ArrayRecordWriter
 
 from dew.data import ranges, record_footer
 from dew.data.codec import pack_dict_of_byte_arrays
+from dew.data.formats import DamagedError
 from dew.data.images import image_records
 from dew.data.images.corpora import ShardSet
 from tests.conftest import BUCKET
@@ -108,3 +109,59 @@ def test_a_lying_206_on_a_raw_file_is_fetched_again_not_kept_in_the_cache(
     assert far.read_batch(batch)["pad"] == near.read_batch(batch)["pad"]
     assert not gcs_faults.pending(), "the lie was met"
     assert _open(uri, 1).read_batch(batch)["pad"] == near.read_batch(batch)["pad"], "and not kept"
+
+
+def _footer_places(path: str) -> dict[str, int]:
+    """File positions in a raw file's footer and postscript chunks to damage, by what lies there."""
+    with open(path, "rb") as f:
+        data = f.read()
+    tail = len(data) - record_footer._BLOCK
+    postscript_header = tail + record_footer._BLOCK_HEADER
+    fields = record_footer._fields(record_footer._chunk(data[tail:], tail, path)[0][0], path)
+    footer_at = int(fields[1])
+    header = footer_at + (record_footer._BLOCK_HEADER if footer_at % record_footer._BLOCK == 0 else 0)
+    data_size = int.from_bytes(data[header + 8 : header + 16], "little")
+    assert (header + 40 + data_size) // record_footer._BLOCK == header // record_footer._BLOCK, "one block"
+    return {
+        "footer header hash": header,
+        "footer data size": header + 8,
+        "footer data hash": header + 16,
+        "footer data, start": header + 40 + 1,
+        "footer data, middle": header + 40 + data_size // 2,
+        "footer data, end": header + 40 + data_size - 1,
+        "postscript header hash": postscript_header,
+        "postscript data": postscript_header + 40 + 4,
+    }
+
+
+@pytest.mark.parametrize("option", ["group_size:1,uncompressed", "group_size:2"])  # zstd, ArrayRecord's default
+@pytest.mark.parametrize(
+    "place",
+    [
+        "footer header hash",
+        "footer data size",
+        "footer data hash",
+        "footer data, start",
+        "footer data, middle",
+        "footer data, end",
+        "postscript header hash",
+        "postscript data",
+    ],
+)
+def test_a_damaged_footer_is_a_damaged_error_naming_the_file(gcs_emulator, cache, tmp_path, option, place) -> None:
+    """dew parses a raw file's footer without its Riegeli hashes (HighwayHash, which nothing installed
+    exposes to Python); the ArrayRecordReader checks them as it opens the file. Either way a damaged
+    footer or postscript is a DamagedError naming the file, never wrong records or another exception."""
+    name = f"raw-damaged-{option.replace(',', '-').replace(':', '')}-{place.replace(' ', '-').replace(',', '')}"
+    local, uri, packed = _raw_set(tmp_path, name, [option])
+    path = os.path.join(local, "arrayrecord2", "set", "00000.array_record")
+    at = _footer_places(path)[place]
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([byte ^ 0x5A]))
+    _upload_directory(os.path.dirname(path), f"{uri}/arrayrecord2/set")
+    with pytest.raises(DamagedError, match=f"{uri}/arrayrecord2/set/00000.array_record"):
+        _open(uri, 1).read_batch(np.arange(len(packed)))
+        pytest.fail("a file with a damaged footer was read")

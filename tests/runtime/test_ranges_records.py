@@ -15,7 +15,7 @@ from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
 from tests.runtime.image_support import records, write_committed
 from tests.runtime.test_ranges import _disk_held, _upload_directory
-from tests.support import assert_batches_equal, read_global
+from tests.support import assert_batches_equal, gcs_filesystem, read_global
 
 pytestmark = pytest.mark.gcs
 BLOCK = 4096
@@ -165,7 +165,7 @@ def test_a_damaged_record_is_refused_naming_shard_and_block(gcs_emulator, cache,
         data = bytearray(f.read())
     lo, hi = index.ranges(np.array([7]))[0]
     data[(lo + hi) // 2] ^= 0xFF  # same size, one byte inside record 7's chunk flipped
-    with remote._filesystem().open(f"{uri}/{name}", "wb") as f:
+    with gcs_filesystem().open(f"{uri}/{name}", "wb") as f:
         f.write(bytes(data))
     far = _records(uri)
     near = _records(local)

@@ -9,19 +9,19 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import DataPartition, Loading, datasets, ranges, remote
+from dew.data import DataPartition, Loading, datasets, ranges
 from dew.data.tokens.token_bytes import TokenBytes
 from dew.data.tokens.windows import TokenWindowSource
 from tests.conftest import BUCKET
 from tests.hang_guard import bounded
 from tests.runtime.token_support import documents, write_corpus
-from tests.support import assert_batches_equal, read_global
+from tests.support import assert_batches_equal, gcs_filesystem, read_global
 
 pytestmark = pytest.mark.gcs
 
 
 def _upload_directory(local: str, uri: str) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     for name in sorted(os.listdir(local)):
         with open(os.path.join(local, name), "rb") as source, fs.open(f"{uri}/{name}", "wb") as target:
             target.write(source.read())

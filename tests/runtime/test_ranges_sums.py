@@ -11,11 +11,12 @@ import time
 import numpy as np
 import pytest
 
-from dew.data import block_sums, formats, ranges, remote
+from dew.data import block_sums, formats, ranges
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.runtime.test_ranges import _upload_directory
 from tests.runtime.token_support import write_corpus
+from tests.support import gcs_filesystem
 
 pytestmark = pytest.mark.gcs
 BLOCK = 256  # what .bin writers record: groups of 256 checksums (1 KiB), each covering 64 KiB of ids
@@ -96,7 +97,7 @@ def test_a_flipped_byte_anywhere_is_refused_naming_the_shard(gcs_emulator, cache
     # Block 3's data; the checksums of group 10 (blocks 2560..2815); the top level's entry of group 0.
     at = {"block": 3 * BLOCK + 7, "group": 4 * 2600 + 1, "top": 4 * 32 * 256 + 2}[where]
     data[at] ^= 0xFF
-    with remote._filesystem().open(f"{uri}/{target}", "wb") as f:
+    with gcs_filesystem().open(f"{uri}/{target}", "wb") as f:
         f.write(bytes(data))
     tokens = TokenBytes(uri)
     start = {"block": 3 * BLOCK // 2, "group": 2600 * BLOCK // 2, "top": 10}[where]
@@ -123,7 +124,7 @@ def test_a_blocks_file_cut_short_is_refused_naming_the_shard(gcs_emulator, cache
     local, uri = _corpus(tmp_path, "sums-short", groups=32)
     with open(os.path.join(local, NAME + formats.BLOCKS_SUFFIX), "rb") as f:
         flat = f.read()[: 4 * 32 * 256]  # the checksums without their top level: a flat file under version 2
-    with remote._filesystem().open(f"{uri}/{NAME}{formats.BLOCKS_SUFFIX}", "wb") as f:
+    with gcs_filesystem().open(f"{uri}/{NAME}{formats.BLOCKS_SUFFIX}", "wb") as f:
         f.write(flat)
     with pytest.raises((formats.DamagedError, OSError), match=rf"{NAME}\.blocks"):
         TokenBytes(uri)[0:10]

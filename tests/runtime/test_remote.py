@@ -13,12 +13,13 @@ import pytest
 from dew.data import formats, remote, shard_cache
 from dew.data.sections import TokensSection
 from tests.conftest import BUCKET
+from tests.support import gcs_filesystem
 
 pytestmark = pytest.mark.gcs
 
 
 def _upload(uri: str, data: bytes) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     with fs.open(uri, "wb") as f:
         f.write(data)
     fs.invalidate_cache()
@@ -209,9 +210,23 @@ def test_a_shard_gone_from_a_committed_directory_names_the_rerun_that_mends_it(g
     _upload_directory(local, uri)
     meta = formats.read_meta(uri)
     shard = meta.shards("train")[0]
-    remote._filesystem().rm(f"{uri}/{shard.name}")
+    gcs_filesystem().rm(f"{uri}/{shard.name}")
     with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
         formats.verify_shard(uri, shard)
     os.remove(os.path.join(local, shard.name))
     with pytest.raises(FileNotFoundError, match="rerun the preprocess job with --overwrite"):
         formats.verify_shard(local, shard)
+
+
+def test_listing_and_existence_on_the_emulator(gcs_emulator) -> None:
+    root = f"gs://{BUCKET}/listing"
+    for name in ("a.bin", "sub/b.mp4", "sub/deeper/c.mp4", "subway.txt"):
+        _upload(f"{root}/{name}", b"x")
+    assert remote.list_names(root) == ["a.bin", "sub", "subway.txt"]
+    assert remote.list_names(f"{root}/sub/") == ["b.mp4", "deeper"]
+    assert remote.find(f"{root}/sub") == [f"{root}/sub/b.mp4", f"{root}/sub/deeper/c.mp4"]  # not subway.txt
+    assert remote.exists(f"{root}/a.bin") and remote.exists(f"{root}/sub") and remote.exists(f"gs://{BUCKET}")
+    assert not remote.exists(f"{root}/su") and not remote.exists(f"{root}/none")
+    assert not remote.exists("gs://dew-no-such-bucket/x")
+    with pytest.raises(FileNotFoundError, match=f"{root}/none"):
+        remote.list_names(f"{root}/none")

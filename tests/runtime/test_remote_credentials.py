@@ -195,3 +195,32 @@ def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, m
     ):
         remote.read_bytes(URI)
     assert credentials.refreshes == 1 and server.requests == []
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        lambda: remote.list_names("gs://dew-test/corpus"),
+        lambda: remote.exists("gs://dew-test/corpus"),
+        lambda: remote.find("gs://dew-test/corpus"),
+    ],
+    ids=["list_names", "exists", "find"],
+)
+def test_a_refresh_that_fails_for_a_listing_is_the_same_error_at_once(serve, monkeypatch, lookup) -> None:
+    """Listing and existence checks use the reads' session and credentials: a failed refresh is said at
+    the first attempt, as for a read, not retried by a library of its own (nor swapped for anonymous access)."""
+    import google.auth.transport.requests
+
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    server = serve("t1")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
+    credentials = Revoked()
+    session = google.auth.transport.requests.AuthorizedSession(credentials)
+    monkeypatch.setattr(remote, "_SESSION", ((os.getpid(), remote._endpoint()), session))
+    with pytest.raises(
+        storage_errors.CredentialsFailed,
+        match=r"gs://dew-test/corpus: the Google credentials .*Revoked.* invalid_grant",
+    ) as raised:
+        lookup()
+    assert "attempts" not in str(raised.value)
+    assert credentials.refreshes == 1 and server.requests == []

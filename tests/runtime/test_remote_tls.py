@@ -8,7 +8,9 @@ error, at once, never data and never a retry loop.
 from __future__ import annotations
 
 import base64
+import json
 import ssl
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -184,6 +186,98 @@ def test_a_proxy_that_refuses_the_tunnel_is_one_clear_error_at_once(
         assert server.requests == []
     finally:
         proxy.stop()
+
+
+LISTED = "gs://dew-test/corpus"
+LOOKUPS = {  # each way dew lists or stats gs:// paths, and the URI its error names
+    "list_names": (LISTED, lambda: remote.list_names(LISTED)),
+    "exists": (URI, lambda: remote.exists(URI)),
+    "find": (LISTED, lambda: remote.find(LISTED)),
+}
+
+
+@pytest.mark.parametrize("lookup", sorted(LOOKUPS))
+@pytest.mark.parametrize(
+    ("refusal", "credentials", "fix"),
+    [
+        ("407 Proxy Authentication Required", "", "asks for credentials: put them in the proxy URL"),
+        ("403 Forbidden", "", "does not let this host through to 127.0.0.1"),
+    ],
+)
+def test_a_listing_through_a_proxy_that_refuses_the_tunnel_is_the_same_error_at_once(
+    server, environment, ca, tmp_path, lookup, refusal, credentials, fix
+) -> None:
+    """Listing and existence checks go by the same client as reads, so by the same proxy and the same
+    answer to a refusal: one CONNECT, not a library's own retries (gcsfs's took minutes, and it did not
+    read https_proxy at all, so behind a proxy it never reached the bucket)."""
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    proxy = ConnectProxy(refuse=refusal)
+    where = _through(environment, proxy, credentials)
+    uri, call = LOOKUPS[lookup]
+    try:
+        with pytest.raises(storage_errors.ProxyRefused, match=fix) as raised:
+            call()
+        message = str(raised.value)
+        assert message.startswith(f"{uri}: the proxy {where} refused to open a tunnel to 127.0.0.1:{server.port}")
+        assert "attempts" not in message and len(proxy.connects) == 1, "a refused tunnel was asked for again"
+        assert server.requests == []
+    finally:
+        proxy.stop()
+
+
+def listing_server(ca, pages: list[dict]) -> RangeServer:
+    """An https server that answers its i-th listing request with pages[i] (JSON), and 404 to any other."""
+
+    def path(request: dict[str, str]) -> str:
+        return urllib.parse.urlsplit(request["request-line"].split()[1]).path
+
+    def answer(head: dict[str, str], lo: int, hi: int) -> list[bytes]:
+        if not path(head).endswith("/o"):
+            return [b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"]
+        listed = sum(path(r).endswith("/o") for r in served.requests)
+        body = json.dumps(pages[listed - 1]).encode()
+        return [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)]
+
+    served = RangeServer(answer, context=server_context(ca))
+    return served
+
+
+def test_a_listing_goes_through_the_proxy_and_reads_every_page(environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    pages = [
+        {"items": [{"name": "corpus/"}, {"name": "corpus/a.bin"}], "prefixes": ["corpus/sub/"], "nextPageToken": "p2"},
+        {"items": [{"name": "corpus/meta.json"}]},
+    ]
+    served = listing_server(ca, pages)
+    environment.setenv("STORAGE_EMULATOR_HOST", served.url)
+    proxy = ConnectProxy()
+    _through(environment, proxy)
+    try:
+        assert remote.list_names(LISTED) == ["a.bin", "meta.json", "sub"]  # the folder's own placeholder left out
+        asked = [urllib.parse.urlsplit(r["request-line"].split()[1]) for r in served.requests]
+        assert [a.path for a in asked] == ["/storage/v1/b/dew-test/o"] * 2
+        queries = [urllib.parse.parse_qs(a.query) for a in asked]
+        assert [(q["prefix"], q["delimiter"], q.get("pageToken")) for q in queries] == [
+            (["corpus/"], ["/"], None),
+            (["corpus/"], ["/"], ["p2"]),
+        ]
+        assert len(proxy.connects) == 1 and served.connections == 1
+    finally:
+        proxy.stop()
+        served.stop()
+
+
+def test_a_missing_object_exists_as_a_prefix_that_holds_one(environment, ca, tmp_path) -> None:
+    environment.setenv("REQUESTS_CA_BUNDLE", bundle(ca, tmp_path))
+    served = listing_server(ca, [{"items": [{"name": "corpus/a.bin"}]}, {}, {}])
+    environment.setenv("STORAGE_EMULATOR_HOST", served.url)
+    try:
+        assert remote.exists(LISTED)  # a directory: no object of its name, one under it
+        assert not remote.exists(LISTED)  # nothing under it either
+        with pytest.raises(FileNotFoundError, match=LISTED):
+            remote.list_names(LISTED)
+    finally:
+        served.stop()
 
 
 def test_a_proxy_that_fails_the_tunnel_for_now_is_retried(server, environment, ca, tmp_path) -> None:

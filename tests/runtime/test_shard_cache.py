@@ -16,6 +16,7 @@ from tests.conftest import BUCKET
 from tests.runtime.image_support import records, write_committed
 from tests.runtime.test_ranges import _upload_directory, deleted_open_under
 from tests.runtime.token_support import write_corpus
+from tests.support import gcs_filesystem
 
 pytestmark = pytest.mark.gcs
 
@@ -72,7 +73,7 @@ def test_a_token_corpus_five_times_the_cache_reads_whole_shards_within_the_budge
 
 
 def _upload(uri: str, data: bytes) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     with fs.open(uri, "wb") as f:
         f.write(data)
     fs.invalidate_cache()

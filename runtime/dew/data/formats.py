@@ -106,6 +106,18 @@ class Shard:
                 f"got {self.block_bytes!r} and {self.blocks_crc32c!r}"
             )
 
+        # Lazily: both modules read shards, so they import this one.
+        from dew.data.block_sums import BLOCKS_VERSION
+        from dew.data.record_index import INDEX_VERSION
+
+        if self.blocks_version > BLOCKS_VERSION:
+            raise _newer(
+                f"shard {self.name}: blocks_version (the layout of its .blocks)", self.blocks_version, BLOCKS_VERSION
+            )
+        if self.index_version > INDEX_VERSION:
+            raise _newer(
+                f"shard {self.name}: index_version (the layout of its .index)", self.index_version, INDEX_VERSION
+            )
         if self.blocks_version and not self.block_bytes:
             raise ValueError(f"shard {self.name}: blocks_version comes only with block checksums")
         if bool(self.index_version) != bool(self.index_crc32c) or (self.index_version and not self.block_bytes):
@@ -124,6 +136,18 @@ class Shard:
             if not entry[name]:
                 del entry[name]  # as an older writer wrote it
         return entry
+
+
+class NewerFormatError(UserError, ValueError):
+    """meta.json records a version (of its format, a shard's `.blocks` or `.index`) newer than this dew
+    reads: a newer dew wrote it, so the fix is to upgrade, not to rewrite the corpus."""
+
+
+def _newer(what: str, found: object, reads: object) -> NewerFormatError:
+    return NewerFormatError(
+        f"{what} is version {found}, and this dew reads version {reads}: upgrade dew to read it, or rerun the "
+        "preprocess job with this one"
+    )
 
 
 class WrongKindError(UserError, ValueError):
@@ -226,10 +250,12 @@ class Meta:
             if section_type is None or not str(tag).startswith("dew."):
                 known = ", ".join(c.format_tag() for c in SECTIONS.values())
                 raise ValueError(f"format {tag!r} is not a dew format this version reads ({known})")
+            if version.isdigit() and int(version) > section_type.VERSION:
+                raise _newer(f"format {tag!r}", version, section_type.VERSION)
             if version != str(section_type.VERSION):
                 raise ValueError(
                     f"format {tag!r} is version {version} of {kind}, and this dew reads version "
-                    f"{section_type.VERSION}: upgrade dew to read it, or rerun the preprocess job with this one"
+                    f"{section_type.VERSION} only: rerun the preprocess job with this dew"
                 )
             extra = sorted(set(data) - {"format", "splits", "config", "inputs", "checksum", kind})
             if extra:
@@ -240,6 +266,8 @@ class Meta:
                 config=data.get("config", {}),
                 inputs=data.get("inputs", ""),
             )
+        except NewerFormatError as error:
+            raise NewerFormatError(f"{where}: written by a newer dew: {error}") from None
         except (KeyError, TypeError, ValueError) as error:
             # Damage keeps its kind, so a caller can tell an edited meta.json from a format it cannot read.
             kind_of = DamagedError if isinstance(error, DamagedError) else ValueError

@@ -11,6 +11,9 @@ a batch fetches its records' chunks only, through the block cache (dew.data.rang
 and postscript chunks the ArrayRecordReader reads when it opens. No checksum of these files exists
 beyond their own: the reader checks every chunk's Riegeli hashes, so damage or a byte read from an
 evicted page is refused, never handed out (dew.data.record_shards retries once, then names it).
+The footer is parsed here without its own hashes (HighwayHash, which nothing installed offers
+Python): the reader checks them as it opens the file, before any record is read, and a footer too
+damaged to parse is a DamagedError naming the file, so damage there is never wrong records.
 
 A footer compressed with brotli or snappy (zstd and none are read here) cannot be parsed without
 their libraries: such a file is fetched whole (dew.data.shard_cache), as DEW_GCS_RANGES=0 fetches all.
@@ -94,6 +97,18 @@ def index(raw: ranges.RangedShard) -> RawIndex:
         found = _INDEXES.get(raw.key)
     if found is not None:
         return found
+    try:
+        found = _parse(raw)
+    except (formats.DamagedError, Unreadable):
+        raise
+    except (ValueError, TypeError, IndexError, OverflowError) as error:  # a field of the wrong type or size
+        raise formats.DamagedError(f"{raw.uri}: its footer cannot be parsed ({error}); the file is damaged") from None
+    with _LOCK:
+        _INDEXES[raw.key] = found
+    return found
+
+
+def _parse(raw: ranges.RangedShard) -> RawIndex:
     size, where = raw.shard.bytes, raw.uri
     if size < _BLOCK:
         raise formats.DamagedError(f"{where} holds {size} bytes: an ArrayRecord file is at least 64 KiB")
@@ -119,8 +134,6 @@ def index(raw: ranges.RangedShard) -> RawIndex:
     group = int(chunks[0].get(3, 1)) if chunks else 1
     found = RawIndex([(footer_at, footer_end), (tail, ps_end)], offsets, ends, group)
     found.records = int(counts.get(3, 0))
-    with _LOCK:
-        _INDEXES[raw.key] = found
     return found
 
 
@@ -161,12 +174,12 @@ def _chunk(data: bytes, begin: int, where: str) -> tuple[list[bytes], int]:
     if kind != b"r" or len(payload) != data_size or not payload:
         raise formats.DamagedError(f"{where}: the chunk at {begin} is not a whole simple chunk")
     compression = payload[0]
-    sizes_size, at = _varint(payload, 1)
+    sizes_size, at = _varint(payload, 1, where)
     sizes = _decompress(payload[at : at + sizes_size], compression, where)
     values = _decompress(payload[at + sizes_size :], compression, where)
     out, pos, read = [], 0, 0
     for _ in range(count):
-        length, pos = _varint(sizes, pos)
+        length, pos = _varint(sizes, pos, where)
         out.append(values[read : read + length])
         read += length
     if read != len(values):
@@ -183,15 +196,18 @@ def _decompress(data: bytes, compression: int, where: str) -> bytes:
         import zstandard
     except ImportError:
         raise Unreadable(f"{where}: its footer is zstd-compressed and zstandard is not installed (dew[gcs])") from None
-    size, at = _varint(data, 0)
-    return zstandard.ZstdDecompressor().decompress(data[at:], max_output_size=size)
+    size, at = _varint(data, 0, where)
+    try:
+        return zstandard.ZstdDecompressor().decompress(data[at:], max_output_size=size)
+    except zstandard.ZstdError as error:
+        raise formats.DamagedError(f"{where}: its footer does not decompress ({error}); the file is damaged") from None
 
 
-def _varint(data: bytes, at: int) -> tuple[int, int]:
+def _varint(data: bytes, at: int, where: str) -> tuple[int, int]:
     value = shift = 0
     while True:
         if at >= len(data) or shift > 63:
-            raise formats.DamagedError("a varint runs past its data")
+            raise formats.DamagedError(f"{where}: a varint in its footer runs past its data; the file is damaged")
         byte = data[at]
         value |= (byte & 0x7F) << shift
         at, shift = at + 1, shift + 7
@@ -204,12 +220,12 @@ def _fields(message: bytes, where: str) -> dict[int, int | bytes]:
     out: dict[int, int | bytes] = {}
     at = 0
     while at < len(message):
-        key, at = _varint(message, at)
+        key, at = _varint(message, at, where)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            out[number], at = _varint(message, at)
+            out[number], at = _varint(message, at, where)
         elif wire == 2:
-            length, at = _varint(message, at)
+            length, at = _varint(message, at, where)
             out[number], at = message[at : at + length], at + length
         else:
             raise formats.DamagedError(f"{where}: its footer holds a protobuf field of wire type {wire}")

@@ -7,7 +7,9 @@ Object reads (meta.json and shards) go through one retry policy: throttling (429
 Retry-After), server errors, dropped connections and short or corrupted bodies are retried with
 exponential backoff and full jitter for at most $DEW_GCS_RETRY_SECONDS (default 300). They speak the
 JSON API directly rather than through gcsfs, whose own fixed retries neither see Retry-After nor let
-a caller bound the total. Listing and existence checks stay with gcsfs.
+a caller bound the total. Listing and existence checks do too, on the same session: gcsfs would retry
+a refused proxy or failed credentials for a minute, and its aiohttp client reads neither https_proxy
+nor REQUESTS_CA_BUNDLE, so behind a proxy it could not list what dew reads.
 
 The cache lives in $DEW_CACHE_DIR (default ~/.cache/dew) and holds at most $DEW_CACHE_BYTES bytes
 (default 64 GiB). A gcsfuse mount needs none of this: give the mount path instead of the gs:// URI.
@@ -19,6 +21,7 @@ import base64
 import contextlib
 import dataclasses
 import email.utils
+import functools
 import hashlib
 import io
 import os
@@ -82,30 +85,59 @@ def cache_budget() -> int:
     return int(os.environ.get("DEW_CACHE_BYTES", _DEFAULT_BUDGET))
 
 
-def _filesystem() -> Any:
-    # gcsfs's default class probes each bucket's type over gRPC (zonal and HNS buckets), which a
-    # plain bucket does not need and which retries for minutes against an emulator; the core class
-    # speaks JSON only. It follows STORAGE_EMULATOR_HOST itself, which is how tests reach a local one.
-    core = require("gcsfs.core", for_what="reading gs:// paths")
-    return core.GCSFileSystem(token="anon") if os.environ.get("STORAGE_EMULATOR_HOST") else core.GCSFileSystem()
-
-
 def reachable(uri: str) -> None:
     """Fails at once, in one line naming `uri`, where the storage endpoint does not answer (dew.data.reach)."""
     reach.ensure(_endpoint(), what=f"{uri}: Cloud Storage")
 
 
 def exists(uri: str) -> bool:
-    fs = _filesystem()  # a missing gcs extra is said first: it needs no network to find
-    reachable(uri)
-    return bool(fs.exists(uri))
+    """Whether `uri` names an object, or a prefix ("directory") that holds one."""
+    if uri[len("gs://") :].partition("/")[2].strip("/"):
+        try:
+            _retrying(uri, lambda: _stat(uri))
+            return True
+        except FileNotFoundError:
+            pass
+    try:
+        return bool(_listing(uri, deep=True, first=True))
+    except FileNotFoundError:  # no such bucket
+        return False
 
 
 def list_names(uri: str) -> list[str]:
-    """The names of the objects directly under the gs:// prefix `uri`."""
-    fs = _filesystem()
-    reachable(uri)
-    return [os.path.basename(p.rstrip("/")) for p in fs.ls(uri, detail=False)]
+    """The names of the objects and prefixes directly under the gs:// prefix `uri`, in name order;
+    FileNotFoundError where there is none."""
+    names = sorted(os.path.basename(p.rstrip("/")) for p in _listing(uri, deep=False))
+    if not names:
+        raise FileNotFoundError(f"{uri}: no object under it")
+    return names
+
+
+def find(uri: str) -> list[str]:
+    """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
+    return sorted(p for p in _listing(uri, deep=True) if not p.endswith("/"))
+
+
+def _listing(uri: str, *, deep: bool, first: bool = False) -> list[str]:
+    """gs:// URIs of the objects under the prefix `uri` taken as a directory (`uri/`), every page of them,
+    and unless `deep` the prefixes one level down (ending in "/"), not their contents. A folder's own
+    placeholder object (`uri/`, made by the console) is no name under it. With `first`, one page of one."""
+    bucket, _, name = uri[len("gs://") :].partition("/")
+    prefix = f"{name.strip('/')}/" if name.strip("/") else ""
+    url = f"{_endpoint()}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}/o"
+    params = {"prefix": prefix, "fields": "items(name),prefixes,nextPageToken"}
+    if not deep:
+        params["delimiter"] = "/"
+    if first:
+        params["maxResults"] = "1"
+    found: list[str] = []
+    while True:
+        page = _retrying(uri, functools.partial(_json, uri, url, dict(params)))
+        found += [item["name"] for item in page.get("items", ()) if item["name"] != prefix]
+        found += page.get("prefixes", ())
+        if not page.get("nextPageToken") or (first and found):
+            return [f"gs://{bucket}/{n}" for n in found]
+        params["pageToken"] = page["nextPageToken"]
 
 
 def retry_seconds() -> float:
@@ -325,12 +357,17 @@ class _Object:
     crc32c: str | None  # hex, as the cache records it
 
 
-def _stat(uri: str) -> _Object:
-    with _get(uri, _object_url(uri, media=False), {"fields": "size,generation,crc32c"}) as response:
+def _json(uri: str, url: str, params: dict[str, str]) -> Any:
+    """The JSON answer to one GET (an object's metadata, a page of a listing); one attempt, for _retrying."""
+    with _get(uri, url, params) as response:
         try:
-            info = response.json()
-        except ValueError as error:  # a metadata answer cut short
-            raise _Transient(f"unreadable object metadata: {error}") from error
+            return response.json()
+        except ValueError as error:  # an answer cut short
+            raise _Transient(f"unreadable answer: {error}") from error
+
+
+def _stat(uri: str) -> _Object:
+    info = _json(uri, _object_url(uri, media=False), {"fields": "size,generation,crc32c"})
     crc = info.get("crc32c")
     return _Object(int(info["size"]), str(info["generation"]), base64.b64decode(crc).hex() if crc else None)
 
@@ -364,13 +401,6 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
     if found.crc32c is not None and crc.digest().hex() != found.crc32c:
         raise _Transient("body fails the object's crc32c")
     return crc.digest().hex(), digest.hexdigest() if digest is not None else None
-
-
-def find(uri: str) -> list[str]:
-    """Every object under the gs:// prefix `uri`, at any depth, as gs:// URIs in name order."""
-    fs = _filesystem()
-    reachable(uri)
-    return sorted(f"gs://{path}" for path in fs.find(uri))
 
 
 def read_bytes(uri: str) -> bytes:
