@@ -43,11 +43,6 @@ def split_node(name: bytes) -> tuple[int, str]:
     return name[0], name[1:].hex()
 
 
-def draw(doc_id: str) -> float:
-    """Where in [0, 1) a document falls, from its id alone: its shard and its removal table's."""
-    return int(doc_id, 16) / float(1 << 64)
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Against:
     """A committed documents corpus to deduplicate against: its path, fingerprint and shards (as meta.json
