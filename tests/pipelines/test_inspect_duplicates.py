@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from dew.pipelines import cli
-from dew.pipelines.inspect_duplicates import excerpt
+from dew.pipelines.inspect_duplicates import _removed, excerpt
 from dew.pipelines.inspect_html import page
 from dew.pipelines.inspection import summarize
+from dew.preprocess.cleaning.plan import CleanPlan
+from dew.preprocess.document_rows import ReadOptions
 from tests.preprocess.planted import exact_copy, near_copy, real_texts
 
 pytestmark = pytest.mark.beam
@@ -113,3 +115,21 @@ def test_an_against_corpus_rewritten_after_the_clean_is_not_read(cleaned, tmp_pa
     finally:
         shutil.rmtree(old, ignore_errors=True)
         shutil.move(kept, old)
+
+
+def test_the_removed_text_is_read_with_the_read_options_the_clean_recorded(tmp_path: Path) -> None:
+    """inspect reads a source through the job's own reader, with meta.json's options: here another text
+    field, a byte order mark and a line too long for max_document_bytes, which is a row of its own."""
+    zstandard = pytest.importorskip("zstandard")
+
+    options = ReadOptions(text_field="body", max_document_bytes=64, strict=True)
+    config = CleanPlan(output=str(tmp_path / "out"), read=options).config()
+    assert ReadOptions.recorded(config) == ReadOptions(text_field="body", max_document_bytes=64)
+    lines = [{"body": "first"}, {"body": "x" * 100}, {"text": "not this", "body": "third\nrow"}]
+    data = b"\xef\xbb\xbf" + "".join(json.dumps(line) + "\n" for line in lines).encode()
+    source = tmp_path / "in.jsonl.zst"
+    source.write_bytes(zstandard.ZstdCompressor().compress(data))
+    assert _removed(str(source), 0, config) == {"excerpt": "first"}
+    assert _removed(str(source), 2, config) == {"excerpt": "third row"}
+    assert _removed(str(source), 1, config) == {"missing": f"{source} holds no text at row 1 (too long)"}
+    assert _removed(str(source), 3, config) == {"missing": f"{source} ends before row 3"}

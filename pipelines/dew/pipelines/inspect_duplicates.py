@@ -9,26 +9,25 @@ holding the id. An --against corpus is read only while it is the corpus the clea
 fingerprint the clean's meta.json recorded for it); one moved, deleted or rewritten since is reported
 by path, not read.
 
-The removed document's own text is read back from its source, up to its row: a local jsonl, txt or
-parquet file (gzip or zstd compressed), or a shard of a committed documents directory, checked first.
+The removed document's own text is read back from its source, up to its row, through the clean job's
+own reader (dew.preprocess.document_rows, with the read options its meta.json records): a local jsonl,
+txt or parquet file (gzip or zstd compressed), or a shard of a committed documents directory, checked
+first.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dew.data import formats, remote
 from dew.data.extras import require
 from dew.data.sections import DocumentsSection, document_shard
+from dew.preprocess.document_rows import DamagedInput, DocumentRows, ReadOptions
 
 EXCERPT_CHARS = 160
 _TRAIN = "train"
-_BOM = b"\xef\xbb\xbf"
 
 
 def explain_duplicates(path: str, meta: formats.Meta, examples: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,14 +96,23 @@ def _find(local: str, doc_id: str) -> dict[str, str] | None:
 
 
 def _removed(source: str, row: int, config: Mapping[str, Any]) -> dict[str, Any]:
+    """An excerpt of the text at `row` of `source`, read through DocumentRows with the options the clean
+    job recorded, so the row is the very document the job read there."""
     if remote.is_remote(source):
         return {"missing": f"{source} is not read by inspect (a gs:// source)"}
     try:
-        text = _source_row(_checked(source), row, config)
-    except (OSError, ValueError, EOFError) as error:
+        rows = DocumentRows(source, ReadOptions.recorded(config))
+        with open(_checked(source), "rb") as raw:
+            found = rows.at(raw, row)
+    except DamagedInput as damage:
+        return {"missing": f"{source}: {damage.reason.replace('_', ' ')} before row {row} ({damage})"}
+    except (OSError, ValueError) as error:
         return {"missing": f"{source}: {error}"}
+    if found is None:
+        return {"missing": f"{source} ends before row {row}"}
+    _, text, reason = found
     if text is None:
-        return {"missing": f"{source} holds no text at row {row}"}
+        return {"missing": f"{source} holds no text at row {row} ({str(reason).replace('_', ' ')})"}
     return {"excerpt": excerpt(text)}
 
 
@@ -118,68 +126,3 @@ def _checked(source: str) -> str:
         if shard.name == name:
             return formats.verify_shard(directory or ".", shard, checksum=True)
     return source
-
-
-def _source_row(path: str, row: int, config: Mapping[str, Any]) -> str | None:
-    """The text at `row` of an input file, read as the clean job read it (config: its text_field,
-    txt_documents and max_document_bytes)."""
-    name = path.lower()
-    compression = next((c for c in (".gz", ".zst", ".zstd") if name.endswith(c)), "")
-    name = name.removesuffix(compression)
-    field = config.get("text_field", "text")
-    if name.endswith(".parquet"):
-        return _parquet_row(path, row, field)
-    txt = name.endswith(".txt")
-    with open(path, "rb") as raw:
-        stream = _decompressed(raw, compression)
-        if txt and config.get("txt_documents", "file") == "file":  # the whole file is row 0
-            head = stream.read(4 * EXCERPT_CHARS + 4).removeprefix(_BOM)
-            return head.decode("utf-8", errors="ignore") if row == 0 else None
-        line = _line(stream, row, config.get("max_document_bytes", 64 << 20) + 2)
-    if line is None:
-        return None
-    text = line.decode("utf-8", errors="replace")
-    if txt:
-        return text.rstrip("\r\n")
-    value = json.loads(text)
-    return value.get(field) if isinstance(value, dict) and isinstance(value.get(field), str) else None
-
-
-def _decompressed(raw: Any, compression: str) -> Any:
-    if compression == ".gz":
-        return io.BufferedReader(gzip.GzipFile(fileobj=raw))
-    if compression:
-        zstandard = require("zstandard", for_what="reading a zstd source")
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True))
-    return raw
-
-
-def _line(stream: Any, row: int, limit: int) -> bytes | None:
-    """Line `row` of a stream (counted as the read step counts them), holding at most `limit` bytes at once."""
-    for index, line in enumerate(_lines(stream, limit)):
-        if index == row:
-            return line.removeprefix(_BOM) if index == 0 else line
-    return None
-
-
-def _lines(stream: Any, limit: int) -> Iterator[bytes]:
-    while line := stream.readline(limit):
-        if len(line) == limit and not line.endswith(b"\n"):
-            while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
-                pass
-            yield b""  # a line too long for the read step: a row, never a document
-        else:
-            yield line
-
-
-def _parquet_row(path: str, row: int, field: str) -> str | None:
-    pq = require("pyarrow.parquet", for_what="dew-preprocess inspect of a documents directory")
-    file = pq.ParquetFile(path)
-    start = 0
-    for group in range(file.num_row_groups):
-        size = file.metadata.row_group(group).num_rows
-        if start <= row < start + size:
-            value = file.read_row_group(group, columns=[field]).column(0)[row - start].as_py()
-            return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
-        start += size
-    return None

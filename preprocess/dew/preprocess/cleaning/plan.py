@@ -19,8 +19,8 @@ from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.formats import MAX_SHARDS, Shard
 from dew.data.sections import DocumentsSection
 from dew.preprocess.cleaning.minhash import MinHashConfig
+from dew.preprocess.document_rows import ReadOptions
 from dew.preprocess.files import join
-from dew.preprocess.read_documents import ReadOptions
 from dew.preprocess.shard_files import ShardFormat
 
 # Reasons a document of the inputs is removed as a duplicate.
