@@ -13,6 +13,7 @@ import pytest
 from dew.data import formats
 from dew.pipelines import clean_job as job
 from dew.pipelines import cli, tokenize_job
+from dew.pipelines.inspect_duplicates import excerpt
 from dew.pipelines.inspection import summarize
 from dew.preprocess.cleaning.against import read_columns
 from dew.preprocess.cleaning.plan import document_id
@@ -118,8 +119,21 @@ def test_two_workers_write_the_same_bytes(planted, cleaned: Path, tmp_path: Path
     assert listing(tmp_path / "two") == listing(cleaned)
 
 
-def test_inspect_shows_removal_reasons_with_examples(cleaned: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_shows_removal_reasons_with_examples(
+    planted, cleaned: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus, _, place = planted
     summary = summarize(str(cleaned))
+    family_of = {i: f for f, family in enumerate(corpus.families) for i in family}
+    for reason in ("exact_duplicate", "near_duplicate"):  # each names the document of its family it was kept for
+        example = summary.stats["drop_examples"][reason]
+        kept = example["kept"]
+        removed_at, kept_at = (
+            place[(Path(example["path"]).name, example["row"])],
+            place[(Path(kept["source"]).name, kept["row"])],
+        )
+        assert family_of[removed_at] == family_of[kept_at] and removed_at != kept_at
+        assert kept["corpus"] == str(cleaned) and kept["excerpt"] == excerpt(corpus.texts[kept_at])
     assert summary.kind == "documents" and summary.stats["dropped"]["near_duplicate"] > 0
     assert cli.main(["inspect", str(cleaned)]) == 0
     out = capsys.readouterr().out

@@ -50,6 +50,8 @@ figcaption{font-size:12px;color:#3a4355;margin-top:4px;overflow-wrap:anywhere}
 .strip{display:flex;gap:4px;margin:6px 0}
 .strip img{width:112px;height:auto;border-radius:3px}
 .clip{margin:12px 0;padding-bottom:10px;border-bottom:1px solid #e8ecf2}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:10px;margin-top:6px}
+.pair p{margin:0 0 2px}
 pre.sample{white-space:pre-wrap;background:#f7f9fc;border:1px solid #e3e8ef;padding:8px;border-radius:6px}
 """
 
@@ -152,7 +154,30 @@ def _example(example: Mapping[str, Any] | None) -> _Markup:
     if "row" in example:
         where = f"{where} row {example['row']}"
     error = example.get("error", "")
-    return _Markup(f"<span class='mono'>{escape(where)}</span>" + (f"<br>{escape(error)}" if error else ""))
+    shown = f"<span class='mono'>{escape(where)}</span>" + (f"<br>{escape(error)}" if error else "")
+    if "kept" in example:
+        shown += _duplicate(example["removed"], example["kept"])
+    return _Markup(shown)
+
+
+def _duplicate(removed: Mapping[str, Any], kept: Mapping[str, Any]) -> str:
+    """The removed text beside the kept one's, and where the kept document came from."""
+    if "missing" in kept:
+        where = f"not found: {kept['missing']}"
+    else:
+        where = f"{kept['source']} row {kept['row']}, in {kept['corpus']}"
+    return (
+        "<div class='pair'>"
+        + f"<div><p class='note'>removed</p>{_excerpt(removed)}</div>"
+        + f"<div><p class='note'>kept <span class='mono'>{escape(kept['id'])}</span>: "
+        + f"<span class='mono'>{escape(where)}</span></p>{_excerpt(kept) if 'excerpt' in kept else ''}</div></div>"
+    )
+
+
+def _excerpt(found: Mapping[str, Any]) -> str:
+    if "excerpt" in found:
+        return f"<pre class='sample'>{escape(found['excerpt'])}</pre>"
+    return f"<p class='note'>text not read: {escape(found['missing'])}</p>"
 
 
 def _markers(d: Mapping[str, Any]) -> dict[str, float]:

@@ -108,7 +108,10 @@ def render(summary: Summary, out: TextIO) -> None:
                 f"{stats['documents_edited']:,} with lines removed by C4"
             )
         for reason, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
-            say(f"    dropped {reason}: {n:,}{_example(stats.get('drop_examples', {}).get(reason))}")
+            example = stats.get("drop_examples", {}).get(reason)
+            say(f"    dropped {reason}: {n:,}{_example(example)}")
+            if example and "kept" in example:
+                _duplicate(example, summary.path, say)
     else:
         say("  no stats.json: drop reasons unknown")
     if summary.documents:
@@ -164,6 +167,22 @@ def _example(example: dict[str, Any] | None) -> str:
         return f" (e.g. {example['path']} row {example['row']}{of})"
     path, error = example["path"], example["error"]
     return f" (e.g. {error})" if error.startswith(path) else f" (e.g. {path}: {error})"
+
+
+def _duplicate(example: dict[str, Any], path: str, say: Callable[..., None]) -> None:
+    """The removed document's text above the one it duplicates, with where that one came from."""
+    removed, kept = example["removed"], example["kept"]
+    say(f"      removed: {_shown(removed)}")
+    if "missing" in kept:
+        say(f"      kept {kept['id']}: not found: {kept['missing']}")
+        return
+    corpus = "this directory" if kept["corpus"] == path else f"--against {kept['corpus']}"
+    say(f"      kept {kept['id']}: {kept['source']} row {kept['row']}, in {corpus}")
+    say(f"        {_shown(kept)}")
+
+
+def _shown(found: dict[str, Any]) -> str:
+    return repr(found["excerpt"]) if "excerpt" in found else f"text not read: {found['missing']}"
 
 
 def _mixture(summary: Summary, say: Callable[..., None]) -> None:

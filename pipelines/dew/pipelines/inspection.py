@@ -1,7 +1,8 @@
 """What a committed directory or a mixture plan holds, as numbers: the library side of `dew-preprocess inspect`.
 
-`summarize(path)` reads meta.json (and stats.json, the document index, a few records) and never the
-whole corpus when the offline files are there; it imports neither Beam nor an image stack (Pillow, to
+`summarize(path)` reads meta.json (and stats.json, the document index, a few records, and for a documents
+directory the document each duplicate example was removed for) and never the whole corpus when the
+offline files are there; it imports neither Beam nor an image stack (Pillow, to
 read image sizes, loads on use), so a notebook gets the same numbers the command prints.
 """
 
@@ -15,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from dew.data import formats, packing, remote
+from dew.data.sections import DocumentsSection
 from dew.data.tokens.mixture_plan import MIXTURE_FORMAT, is_plan
 from dew.data.tokens.opening import open_tokens
+from dew.pipelines.inspect_duplicates import explain_duplicates
 from dew.pipelines.inspect_sample import Sample, image_sides, read_sample, text_of
 
 _TRAIN = "train"
@@ -87,6 +90,8 @@ def summarize(
         "config": dict(meta.config),
         "stats": _stats(path),
     }
+    if meta.kind == DocumentsSection.KIND and "drop_examples" in found["stats"]:
+        found["stats"]["drop_examples"] = explain_duplicates(path, meta, found["stats"]["drop_examples"])
     if meta.kind != "tokens":
         read = read_sample(path, meta, max(sample, samples))
         if read is None:

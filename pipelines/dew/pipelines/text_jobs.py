@@ -16,9 +16,9 @@ from dew.pipelines import common, flags
 from dew.preprocess import read_documents
 from dew.preprocess.cleaning.against import text_inputs as documents_inputs
 from dew.preprocess.commit import JobIdentity
+from dew.preprocess.document_rows import ReadOptions, kind_of
 from dew.preprocess.files import InputFile
 from dew.preprocess.progress import Phase
-from dew.preprocess.read_documents import ReadOptions, kind_of
 
 
 def add_read_flags(p: argparse.ArgumentParser) -> None:

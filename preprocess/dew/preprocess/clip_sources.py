@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 
 from dew.data.extras import require
 from dew.preprocess import files
+from dew.preprocess.document_rows import without_bom
 from dew.preprocess.files import InputFile
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".3gp")
@@ -98,7 +99,7 @@ def _tree(root: str, listed: Sequence[InputFile], options: SourceOptions) -> Ite
 def _rows(path: str) -> Iterator[dict[str, object]]:
     data = files.read_bytes(path)
     if not path.endswith(".parquet"):
-        data = files.without_bom(data)  # a list saved by a Windows tool
+        data = without_bom(data)  # a list saved by a Windows tool
     if path.endswith(".parquet"):
         pq = require("pyarrow.parquet", for_what="reading a parquet list of videos")
         yield from pq.read_table(io.BytesIO(data)).to_pylist()

@@ -8,7 +8,6 @@ a copy buffer rather than by the shard.
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import errno
 import functools
@@ -150,14 +149,6 @@ def manifest_fingerprint(inputs: Iterable[InputFile]) -> str:
         # A local name that is not UTF-8 keeps its own bytes (Python holds them as surrogate escapes).
         digest.update(f"{item.path}\0{item.size}\0{item.updated:.0f}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:32]
-
-
-def without_bom(data: bytes) -> bytes:
-    """`data` without a leading UTF-8 byte order mark. Windows tools (Notepad, Excel's "CSV UTF-8") start
-    a text export with one; it is no part of the first line, which would otherwise be no JSON, a text
-    starting with U+FEFF, or a csv header whose first column is named "\ufeffurl". Readers call it on the
-    first line (or whole text) of a file, as Python's utf-8-sig codec does."""
-    return data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
 
 
 def join(directory: str, *names: str) -> str:

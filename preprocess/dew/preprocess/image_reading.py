@@ -37,18 +37,17 @@ import apache_beam as beam
 
 from dew.data.extras import require
 from dew.preprocess import files
-from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
-from dew.preprocess.read_documents import (
+from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
+from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
-    DAMAGED,
     INVALID_UTF8,
     MALFORMED_JSON,
     MISSING_FIELD,
-    NAMESPACE,
-    STATS_TAG,
     TRUNCATED_INPUT,
     DamagedInput,
+    without_bom,
 )
+from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
 
 MISSING_IMAGE = "missing_image"
 UNSUPPORTED_FORMAT = "unsupported_format"
@@ -206,7 +205,7 @@ class ReadSource(beam.DoFn):
             if not files.exists(sidecar):
                 return None, {}, MISSING_FIELD
             try:
-                caption, reason = utf8_field(files.without_bom(read_file(sidecar)).strip())
+                caption, reason = utf8_field(without_bom(read_file(sidecar)).strip())
             except Unreadable:
                 return None, {}, UNREADABLE
         else:
@@ -253,7 +252,7 @@ class ReadSource(beam.DoFn):
             try:
                 for row, line in enumerate(stream):
                     try:
-                        values = json.loads((files.without_bom(line) if row == 0 else line).decode("utf-8"))
+                        values = json.loads((without_bom(line) if row == 0 else line).decode("utf-8"))
                     except UnicodeDecodeError:
                         yield row, {}, INVALID_UTF8
                     except ValueError:

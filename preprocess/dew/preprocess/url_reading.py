@@ -23,10 +23,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dew.preprocess import files
+from dew.preprocess.document_rows import CORRUPT_INPUT, MISSING_FIELD, TRUNCATED_INPUT, DamagedInput
 from dew.preprocess.files import InputFile
 from dew.preprocess.image_reading import ReadImages, ReadSource, utf8_field
 from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source
-from dew.preprocess.read_documents import CORRUPT_INPUT, MISSING_FIELD, TRUNCATED_INPUT, DamagedInput
 
 URL_SUFFIXES = {**ROW_SUFFIXES, ".csv": "csv", ".csv.gz": "csv"}
 _Row = tuple[int, bytes | None, dict[str, bytes], str | None]

@@ -210,6 +210,13 @@ class ClipsSection(Section):
 DOCUMENT_FIELDS = ("id", "text", "source", "row")
 
 
+def document_shard(doc_id: str, shards: int) -> int:
+    """The shard of a documents split of `shards` shards that holds document `doc_id` (or, for a removed
+    one, its removal table): where the id, read as a fraction of 2**64, falls. The writer places each
+    document by this alone, so a reader finds one by id in a single shard."""
+    return min(shards - 1, int(int(doc_id, 16) / float(1 << 64) * shards))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DocumentsSection(Section):
     """Raw text documents, one packed dict a record, every field UTF-8 bytes (a parquet binary column).

@@ -19,8 +19,8 @@ from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.formats import MAX_SHARDS, Shard
 from dew.data.sections import DocumentsSection
 from dew.preprocess.cleaning.minhash import MinHashConfig
+from dew.preprocess.document_rows import ReadOptions
 from dew.preprocess.files import join
-from dew.preprocess.read_documents import ReadOptions
 from dew.preprocess.shard_files import ShardFormat
 
 # Reasons a document of the inputs is removed as a duplicate.
@@ -41,11 +41,6 @@ def node(rank: int, doc_id: str) -> bytes:
 def split_node(name: bytes) -> tuple[int, str]:
     """(corpus rank, document id) of a node."""
     return name[0], name[1:].hex()
-
-
-def draw(doc_id: str) -> float:
-    """Where in [0, 1) a document falls, from its id alone: its shard and its removal table's."""
-    return int(doc_id, 16) / float(1 << 64)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

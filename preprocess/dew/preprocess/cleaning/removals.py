@@ -1,6 +1,6 @@
 """Removal tables: one parquet table beside each shard, a row for every document removed from it.
 
-A removed document belongs to the shard its id draws (dew.preprocess.cleaning.plan.draw), the one it
+A removed document belongs to the shard its id draws (dew.data.sections.document_shard), the one it
 would have been written to, so a removal table is as large as one shard's removals and is written by
 the worker that groups that shard: `train-00003-of-00016.removals.parquet` beside
 `train-00003-of-00016.parquet`. Its rows, sorted by id:

@@ -20,8 +20,9 @@ from typing import Any
 import apache_beam as beam
 
 from dew.data.formats import shard_name
+from dew.data.sections import document_shard
 from dew.preprocess import files
-from dew.preprocess.cleaning.plan import draw, record
+from dew.preprocess.cleaning.plan import record
 from dew.preprocess.cleaning.removals import Removal, removals_name, table_bytes
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import _WriteShard
@@ -32,10 +33,6 @@ TABLES = "tables"
 _HEAD = struct.Struct(">8sIQ")
 
 
-def shard_of(doc_id: str, count: int) -> int:
-    return min(count - 1, int(draw(doc_id) * count))
-
-
 def record_entry(doc_id: str, file: int, row: int, text: str) -> bytes:
     """A document to write, as one bytes value: its id, file index and row (fixed width), then its text."""
     return _HEAD.pack(bytes.fromhex(doc_id), file, row) + text.encode("utf-8")
@@ -43,13 +40,13 @@ def record_entry(doc_id: str, file: int, row: int, text: str) -> bytes:
 
 def route_record(entry: bytes, counts: Mapping[str, int]) -> tuple[Any, Any]:
     """A record entry → ((train, shard), entry): the shard its id draws."""
-    return (TRAIN, shard_of(entry[:8].hex(), counts[TRAIN])), entry
+    return (TRAIN, document_shard(entry[:8].hex(), counts[TRAIN])), entry
 
 
 def route_removal(row: Removal, counts: Mapping[str, int]) -> tuple[Any, Any]:
     """A Removal (a tuple, where a record entry is bytes) → ((train, shard), row): the shard the removed
     document would have gone to."""
-    return (TRAIN, shard_of(row[0], counts[TRAIN])), row
+    return (TRAIN, document_shard(row[0], counts[TRAIN])), row
 
 
 class WriteCleanShard(_WriteShard):

@@ -1,0 +1,128 @@
+"""Where the document a duplicate was removed for came from: looked up by id when inspect shows it.
+
+A removal row names the kept document by id, and by the --against corpus that holds it when that is
+not the directory itself. Its source file, row and text are in the corpus holding it, so inspect finds
+them there rather than the clean job writing them a second time: the writer puts every document in
+the shard its id draws (dew.data.sections.document_shard), so one lookup reads that one shard's id
+column, once the shard has passed its meta.json check as for any reader, and then the one row group
+holding the id. An --against corpus is read only while it is the corpus the clean ran against (the
+fingerprint the clean's meta.json recorded for it); one moved, deleted or rewritten since is reported
+by path, not read.
+
+The removed document's own text is read back from its source, up to its row, through the clean job's
+own reader (dew.preprocess.document_rows, with the read options its meta.json records): a local jsonl,
+txt or parquet file (gzip or zstd compressed), or a shard of a committed documents directory, checked
+first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dew.data import formats, remote
+from dew.data.extras import require
+from dew.data.sections import DocumentsSection, document_shard
+from dew.preprocess.document_rows import DamagedInput, DocumentRows, ReadOptions
+
+EXCERPT_CHARS = 160
+_TRAIN = "train"
+
+
+def explain_duplicates(path: str, meta: formats.Meta, examples: Mapping[str, Any]) -> dict[str, Any]:
+    """`examples` (stats.json's drop_examples), each duplicate's with `removed` and `kept` added.
+
+    `removed` is {"excerpt"} of the removed document's text as its source holds it; `kept` is {"id",
+    "corpus", "source", "row", "excerpt"} of the document it duplicates, corpus being the directory
+    that holds it (`path`, or an --against corpus). Either is {"missing": why} instead where it could
+    not be read, naming the path."""
+    against = {a["path"]: a["fingerprint"] for a in meta.config.get("against") or ()}
+    out = dict(examples)
+    for reason, example in examples.items():
+        if not example.get("duplicate_of"):
+            continue
+        corpus = example.get("duplicate_in") or path
+        recorded = None if corpus == path else against.get(corpus)
+        out[reason] = {
+            **example,
+            "removed": _removed(example["path"], example["row"], meta.config),
+            "kept": {
+                "id": example["duplicate_of"],
+                "corpus": corpus,
+                **_kept(corpus, example["duplicate_of"], recorded),
+            },
+        }
+    return out
+
+
+def excerpt(text: str) -> str:
+    """The first EXCERPT_CHARS characters of `text` with every run of whitespace one space, "…" if cut."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS] + "…"
+
+
+def _kept(corpus: str, doc_id: str, fingerprint: str | None) -> dict[str, Any]:
+    if not remote.is_remote(corpus) and not os.path.isdir(corpus):
+        return {"missing": f"{corpus} is not there: the corpus was moved or deleted after the clean"}
+    try:
+        meta = formats.read_meta(corpus, kind=DocumentsSection.KIND)
+        if fingerprint is not None and meta.fingerprint() != fingerprint:
+            return {"missing": f"{corpus} was rewritten after the clean: it is no longer the corpus cleaned against"}
+        shards = meta.shards(_TRAIN)
+        if not shards:
+            return {"missing": f"{corpus} holds no {_TRAIN} shard"}
+        shard = shards[document_shard(doc_id, len(shards))]
+        found = _find(formats.verify_shard(corpus, shard, checksum=True), doc_id)
+    except (OSError, ValueError) as error:  # uncommitted, damaged or unreadable: said, never raised
+        return {"missing": str(error)}
+    if found is None:
+        return {"missing": f"{doc_id} is not in {corpus}/{shard.name}, the shard its id draws"}
+    return {"source": found["source"], "row": int(found["row"]), "excerpt": excerpt(found["text"])}
+
+
+def _find(local: str, doc_id: str) -> dict[str, str] | None:
+    """The text, source and row of document `doc_id` in a documents shard: its id column row group by
+    row group, then the other columns of the one group holding it."""
+    pq = require("pyarrow.parquet", for_what="dew-preprocess inspect of a documents directory")
+    key = doc_id.encode()
+    file = pq.ParquetFile(local)
+    for group in range(file.num_row_groups):
+        ids = file.read_row_group(group, columns=["id"]).column(0).to_pylist()
+        if key in ids:
+            row = file.read_row_group(group, columns=["text", "source", "row"]).slice(ids.index(key), 1)
+            return {name: value.decode("utf-8", errors="replace") for name, value in row.to_pylist()[0].items()}
+    return None
+
+
+def _removed(source: str, row: int, config: Mapping[str, Any]) -> dict[str, Any]:
+    """An excerpt of the text at `row` of `source`, read through DocumentRows with the options the clean
+    job recorded, so the row is the very document the job read there."""
+    if remote.is_remote(source):
+        return {"missing": f"{source} is not read by inspect (a gs:// source)"}
+    try:
+        rows = DocumentRows(source, ReadOptions.recorded(config))
+        with open(_checked(source), "rb") as raw:
+            found = rows.at(raw, row)
+    except DamagedInput as damage:
+        return {"missing": f"{source}: {damage.reason.replace('_', ' ')} before row {row} ({damage})"}
+    except (OSError, ValueError) as error:
+        return {"missing": f"{source}: {error}"}
+    if found is None:
+        return {"missing": f"{source} ends before row {row}"}
+    _, text, reason = found
+    if text is None:
+        return {"missing": f"{source} holds no text at row {row} ({str(reason).replace('_', ' ')})"}
+    return {"excerpt": excerpt(text)}
+
+
+def _checked(source: str) -> str:
+    """`source`, after its meta.json check when it is a shard of a committed directory (clean read it so)."""
+    directory, name = os.path.split(source)
+    if not os.path.exists(os.path.join(directory or ".", formats.META)):
+        return source
+    meta = formats.read_meta(directory or ".")
+    for shard in (s for shards in meta.splits.values() for s in shards):
+        if shard.name == name:
+            return formats.verify_shard(directory or ".", shard, checksum=True)
+    return source
