@@ -82,3 +82,28 @@ def test_every_documented_signature_is_in_the_order_python_calls_it() -> None:
         checked += 1
     assert wrong == []
     assert checked >= 40
+
+
+def _beam_after_importing(modules: list[str]) -> dict[str, bool]:
+    """Whether apache_beam is loaded after importing each of `modules` in turn, in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, json, sys\n"
+        f"print(json.dumps({{m: importlib.import_module(m) and 'apache_beam' in sys.modules for m in {modules!r}}}))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_preprocess_page_says_truly_which_modules_import_beam() -> None:
+    modules = apidocs._modules("dew.preprocess")
+    plain = [m for m in modules if not apidocs.imports_beam(m)]
+    assert plain and len(plain) < len(modules)
+    assert not any(_beam_after_importing(plain).values())  # every one of them, together
+    for module in sorted(set(modules) - set(plain))[:3]:
+        assert _beam_after_importing([module]) == {module: True}
+    head = apidocs.render_preprocess().split("::: ")[0]
+    assert all(f"`{m}`" in head for m in plain)
