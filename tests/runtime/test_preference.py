@@ -180,3 +180,26 @@ def test_a_ramped_run_and_its_validation_pass_resume_exactly(tmp_path_factory, s
     data = spec.load(batch=4)
     ramp = Ramp(start=2, increment=2, samples=samples)
     assert_ramped_resume_exact(data, ramp, stop_at=stop_at, counts=counts, train_steps=8, val_steps=3)
+
+
+@pytest.mark.gcs
+def test_a_gs_parquet_file_reads_the_pairs_the_local_one_holds_through_throttling(gcs_faults, tmp_path) -> None:
+    """A gs:// parquet file goes through dew's own client: a 429 with Retry-After is waited out, and the
+    pairs equal the local file's."""
+    from tests.conftest import BUCKET
+    from tests.gcs_faults import Fault
+    from tests.support import gcs_filesystem
+
+    rows = pair_rows(24)
+    local = write_parquet(tmp_path / "pairs.parquet", rows)
+    uri = f"gs://{BUCKET}/preference/pairs.parquet"
+    fs = gcs_filesystem()
+    with open(local, "rb") as source, fs.open(uri, "wb") as target:
+        target.write(source.read())
+    gcs_faults.inject(Fault("429", path="pairs.parquet", retry_after="0", times=2))
+    remote = PreferencePairs(path=uri, seq_len=8, seed=4, loading=SERIAL).load(batch=6)
+    assert not gcs_faults.pending() and gcs_faults.count("pairs.parquet") >= 3
+    here = PreferencePairs(path=local, seq_len=8, seed=4, loading=SERIAL).load(batch=6)
+    for a, b in zip(read_global(remote.train, 1, 4)[0], read_global(here.train, 1, 4)[0], strict=True):
+        np.testing.assert_array_equal(a[IDS_KEY], b[IDS_KEY])
+        np.testing.assert_array_equal(a[MASK_KEY], b[MASK_KEY])

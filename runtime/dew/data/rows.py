@@ -60,10 +60,15 @@ def read_table(path: str, columns: Sequence[str], optional: Sequence[str] = ()) 
         if not os.path.exists(local):
             raise FileNotFoundError(f"no parquet file at {path}")
         return read(local)
-    # fsspec is no extra's own requirement: gcsfs, of the gcs extra, installs it.
-    fsspec = require("fsspec", for_what=f"reading {path}", extra="gcs")
-    with fsspec.open(path, "rb") as opened:
-        data = opened.read()
+    if remote.is_remote(path):
+        # The whole table is read anyway; dew's own client brings the retries, Retry-After, proxy and
+        # CA bundle every gs:// read has, which gcsfs's aiohttp client would not.
+        data = remote.read_bytes(path)
+    else:
+        # fsspec is no extra's own requirement: gcsfs, of the gcs extra, installs it.
+        fsspec = require("fsspec", for_what=f"reading {path}", extra="gcs")
+        with fsspec.open(path, "rb") as opened:
+            data = opened.read()
     return read(require("pyarrow", for_what=f"reading parquet ({path})").BufferReader(data))
 
 
