@@ -1,4 +1,5 @@
-"""The images job drops a JPEG whose scan ends early as truncated, and keeps one with stray bytes."""
+"""The images job drops a JPEG whose scan ends early as truncated, one whose scan data libjpeg decodes
+wrong as corrupt_scan, and keeps one with stray bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from dew.data.images import pixels
 from dew.preprocess.write_images import ImagesPlan
-from tests.preprocess.photos import cut_scan_jpegs, good_images, stray_byte_jpegs
+from tests.preprocess.photos import corrupt_scan_jpegs, cut_scan_jpegs, good_images, stray_byte_jpegs
 from tests.preprocess.test_images_job import read_records, run_images
 
 pytest.importorskip("simplejpeg")
@@ -18,17 +19,18 @@ pytest.importorskip("simplejpeg")
 def test_cut_scans_are_dropped_as_truncated_and_stray_bytes_kept_with_the_books_balanced(tmp_path: Path) -> None:
     folder = tmp_path / "folder" / "things"
     folder.mkdir(parents=True)
-    cut, stray = cut_scan_jpegs(), stray_byte_jpegs()
+    cut, corrupt, stray = cut_scan_jpegs(), corrupt_scan_jpegs(), stray_byte_jpegs()
     whole = {"astronaut.jpg": good_images()["astronaut.jpg"]}
-    for name, data in {**cut, **stray, **whole}.items():
+    for name, data in {**cut, **corrupt, **stray, **whole}.items():
         (folder / name).write_bytes(data)
     out = tmp_path / "out"
     found = run_images(out, "--input", str(tmp_path / "folder"), "--size", "64", "--encoding", "png")
 
     stats = json.loads((out / "stats.json").read_text())
-    assert {k: v for k, v in stats["dropped"].items() if v} == {"truncated": len(cut)}
+    assert {k: v for k, v in stats["dropped"].items() if v} == {"truncated": len(cut), "corrupt_scan": len(corrupt)}
     assert stats["images_written"] == len(stray) + len(whole) == found["images_encoded"]
-    assert stats["images_in"] == stats["images_written"] + sum(stats["dropped"].values()) == len(cut) + 3
+    dropped = sum(stats["dropped"].values())
+    assert stats["images_in"] == stats["images_written"] + dropped == len(cut) + len(corrupt) + len(stray) + 1
     plan = ImagesPlan(output="unused", size=64, encoding="png")
     written = sorted(r["image"] for r in read_records(out))
     assert written == sorted(plan.image_bytes(data) for data in {**stray, **whole}.values())

@@ -9,8 +9,9 @@ readers), so an image is dropped for the same reasons and resized the same way w
   before any pixel is decoded. Given the size a caller will resize to, a JPEG is decoded at the smallest
   DCT scale that still covers it (Pillow's draft mode), which makes a large photograph several times
   cheaper to read. A JPEG whose scan ends early but still carries its end marker, which Pillow too fills
-  in grey, is found by simplejpeg's strict decode (dew.data.images.jpeg_strict), which also gives the
-  pixels of YCbCr and grey JPEGs, Pillow's bit for bit.
+  in grey, is found by simplejpeg's strict decode (dew.data.images.jpeg_strict), and so is one whose scan
+  data libjpeg decodes wrong (a bad Huffman code, restart markers out of step), which Pillow keeps as
+  garbled blocks; the strict decode also gives the pixels of YCbCr and grey JPEGs, Pillow's bit for bit.
 - decode_whole_jpeg: OpenCV, for bytes a caller knows were written whole (a committed shard verified
   against its checksum) and that end with the JPEG's end-of-image marker. It gives the pixels Pillow
   gives, at the same DCT scale (both are libjpeg-turbo: the same IDCT and upsampling), straight in RGB,
@@ -44,12 +45,13 @@ from dew.data.sections import IMAGE_ENCODINGS
 # Why an image is dropped; every image path counts its drops under these names.
 UNDECODABLE = "undecodable"
 TRUNCATED = "truncated"
+CORRUPT_SCAN = "corrupt_scan"
 NOT_RGB = "not_rgb"
 TOO_SMALL = "too_small"
 BAD_ASPECT = "bad_aspect"
 FLAT_COLOUR = "flat_colour"
 TOO_MANY_PIXELS = "too_many_pixels"
-REASONS = (UNDECODABLE, TRUNCATED, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
+REASONS = (UNDECODABLE, TRUNCATED, CORRUPT_SCAN, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
 
 ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
@@ -144,6 +146,8 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
             pixels = pixel_buffer.load_rgb(image, None if webp else data)
     except jpeg_strict.Truncated as error:
         raise ImageRejected(TRUNCATED, f"the scan ends early: {error}") from None
+    except jpeg_strict.Corrupt as error:
+        raise ImageRejected(CORRUPT_SCAN, f"the scan data is damaged: {error}") from None
     except ImageRejected:
         raise
     except OSError as error:
@@ -179,7 +183,7 @@ def _decode_webp(data: bytes, rules: ImageRules, convert: bool) -> tuple[np.ndar
 
 def _strict_jpeg(data: bytes, image: Any, size: int | None) -> np.ndarray | None:
     """A YCbCr or grey JPEG decoded by simplejpeg at the scale Pillow's draft would pick, or None for
-    Pillow to decode; jpeg_strict.Truncated for a scan that ends early, whichever decodes it."""
+    Pillow to decode; jpeg_strict.Truncated or Corrupt for a damaged scan, whichever decodes it."""
     if image.format not in ("JPEG", "MPO"):
         return None
     if image.format == "JPEG" and image.mode in ("RGB", "L"):
