@@ -81,6 +81,9 @@ def test_an_installed_stack_is_returned() -> None:
     ],
 )
 def test_each_site_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, module, extra, use) -> None:
+    # Real Cloud Storage, not the emulator an earlier test may have pointed the session at: only real
+    # credentials need google.auth, which the gcs extra installs.
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     hide(monkeypatch, module)
     with pytest.raises(ImportError, match=re.escape(f"needs {module}: pip install 'dew[{extra}]'")):
         use(tmp_path)
