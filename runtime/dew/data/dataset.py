@@ -15,6 +15,9 @@ from dew.data.ramp import Ramp, Schedule
 from dew.data.share_stream import ShareReader
 from dew.data.stream import GlobalReader
 
+# A kind's decoding put over an order of its records: (order, training) -> the order batches read.
+Decode: TypeAlias = Callable[[Order, bool], Order]
+
 if TYPE_CHECKING:
     import grain
 
@@ -214,10 +217,13 @@ def global_dataset(
     records: int | None = None,
     in_process: bool = False,
     decodes: bool = False,
+    decode: Decode | None = None,
 ) -> Dataset:
     """What every indexed spec's load builds: a shuffled endless stream and a bounded validation pass.
 
-    `order` replaces the default shuffled-epochs order over `train` (a mixture, phases);
+    `order` replaces the default shuffled-epochs order over `train` (a mixture, phases); `decode`, the
+    kind's hook, puts its decoding over each order, `decode(order, training)` (training: the stream,
+    which may augment, not the validation pass);
     `val_batches` bounds the validation pass, None reading every whole batch of it; `in_process`
     and `decodes` say what a default Loading starts (Loading.started): workers only for a kind that
     decodes, over records enough to pay for them.
@@ -232,6 +238,7 @@ def global_dataset(
         records = len(train)
     loading = loading.started(in_process=in_process, decodes=decodes, records=records)
     train_order = order if order is not None else ShuffledEpochs(train, seed)
+    on_gs = reads_gs(train_order)
     val_reader = None
     # An empty split is refused too: skipping it would leave Dataset.val None without a word.
     if val is not None and val_batches != 0:
@@ -243,18 +250,14 @@ def global_dataset(
                 f"the validation split holds {len(val)} records, fewer than one global batch of {batch}; "
                 "lower the batch or hold out more (val_batches=0 holds nothing out)"
             )
+        val_order: Order = OnePass(val) if decode is None else decode(OnePass(val), False)
         val_reader = GlobalReader(
-            OnePass(val),
-            Schedule.flat(batch),
-            loading,
-            steps=steps,
-            synchronous=in_process,
-            remote=reads_gs(train_order),
+            val_order, Schedule.flat(batch), loading, steps=steps, synchronous=in_process, remote=on_gs
         )
+    if decode is not None:
+        train_order = decode(train_order, True)
     return Dataset(
-        train=GlobalReader(
-            train_order, Schedule.flat(batch), loading, synchronous=in_process, remote=reads_gs(train_order)
-        ),
+        train=GlobalReader(train_order, Schedule.flat(batch), loading, synchronous=in_process, remote=on_gs),
         val=val_reader,
         records=records,
         batch=batch,

@@ -11,7 +11,7 @@ from dew.data import validate
 from dew.data.loading import Loading
 
 if TYPE_CHECKING:
-    from dew.data.dataset import Dataset
+    from dew.data.dataset import Dataset, Decode
     from dew.data.formats import Meta
     from dew.data.order import Order
 
@@ -153,10 +153,18 @@ class IndexedSpec(DatasetSpec):
         validate.fields(self, optional=("val_batches",))
 
     def global_dataset(
-        self, batch: int, *, train: Any, val: Any | None, order: Order | None = None, records: int | None = None
+        self,
+        batch: int,
+        *,
+        train: Any,
+        val: Any | None,
+        order: Order | None = None,
+        records: int | None = None,
+        decode: Decode | None = None,
     ) -> Dataset:
         """The Dataset of this kind: a shuffled endless stream over `train` (or over `order`, a
-        mixture or phases) and one pass over `val`, with this spec's seed, loading and val_batches."""
+        mixture or phases) and one pass over `val`, with this spec's seed, loading and val_batches;
+        `decode(order, training)`, the kind's hook, puts its decoding over each order."""
         from dew.data.dataset import global_dataset
 
         return global_dataset(
@@ -170,6 +178,7 @@ class IndexedSpec(DatasetSpec):
             records=records,
             in_process=self.reads_in_process,
             decodes=self.decodes,
+            decode=decode,
         )
 
     def held_out_split(self, meta: Meta | None, *, path: str, other_than: str | None = None) -> str | None:

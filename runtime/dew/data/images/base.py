@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from dew.data import validate
 from dew.data.captions import Captions
@@ -13,8 +13,8 @@ from dew.data.committed_records import Window
 from dew.data.dataset import Dataset
 from dew.data.images.batches import ImageOrder, ToPixels
 from dew.data.mixture import Corpus, MixtureOrder, mixed_records
+from dew.data.order import Order
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
-from dew.data.stream import GlobalReader
 
 _log = logging.getLogger(__name__)
 
@@ -89,20 +89,16 @@ class ImageDataset(IndexedSpec):
         if not opened.captioned:
             self.uncaptioned(tokenize)
         captions = self.captions(opened, tokenize)
+
+        def decode(order: Order, training: bool) -> Order:
+            return self.decoded(order, captions, augment=training)
+
         if opened.corpora:
             order = MixtureOrder(opened.corpora, self.seed)
             val = MixtureOrder(opened.val_corpora, None) if opened.val_corpora else None
             records = mixed_records(opened.corpora)
-            dataset = self.global_dataset(batch, train=None, val=val, order=order, records=records)
-        else:
-            dataset = self.global_dataset(batch, train=opened.train, val=opened.val)
-        # global_dataset reads through GlobalReaders; each gets the image decoding put over its order.
-        reader = cast(GlobalReader, dataset.train)
-        train = dataclasses.replace(reader, order=self.decoded(reader.order, captions, augment=True))
-        val_reader = cast(GlobalReader | None, dataset.val)
-        if val_reader is not None:
-            val_reader = dataclasses.replace(val_reader, order=self.decoded(val_reader.order, captions, augment=False))
-        return dataclasses.replace(dataset, train=train, val=val_reader)
+            return self.global_dataset(batch, train=None, val=val, order=order, records=records, decode=decode)
+        return self.global_dataset(batch, train=opened.train, val=opened.val, decode=decode)
 
     def decoded(self, order: Any, captions: Captions, *, augment: bool) -> ImageOrder:
         return ImageOrder(order, self.to_pixels(), captions, seed=self.seed, augment=augment)

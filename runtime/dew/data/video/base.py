@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from dew.data import validate
 from dew.data.captions import Captions
 from dew.data.dataset import Dataset
+from dew.data.order import Order
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
-from dew.data.stream import GlobalReader
 from dew.data.video.audio import AutoAudioProcessor
 from dew.data.video.clips import ClipOrder, Clips, VideoRecords
 
@@ -77,7 +77,6 @@ class VideoDataset(IndexedSpec):
                 f"({self.val_batches} batches of {batch}); lower val_batches or the batch"
             )
         train, val = VideoRecords(records[held:]), VideoRecords(records[:held]) if held else None
-        dataset = self.global_dataset(batch, train=train, val=val)
         clips = Clips(
             frames=self.frames,
             frame_size=self.frame_size,
@@ -86,12 +85,8 @@ class VideoDataset(IndexedSpec):
             audio=AutoAudioProcessor(modelname=self.audio_model),
             captions=Captions(tokenize=tokenize),
         )
-        # global_dataset reads through GlobalReaders; each gets the clip decoding put over its order.
-        reader = cast(GlobalReader, dataset.train)
-        train_reader = dataclasses.replace(reader, order=ClipOrder(reader.order, clips, seed=self.seed, random=True))
-        val_reader = cast(GlobalReader | None, dataset.val)
-        if val_reader is not None:
-            val_reader = dataclasses.replace(
-                val_reader, order=ClipOrder(val_reader.order, clips, seed=self.seed, random=False)
-            )
-        return dataclasses.replace(dataset, train=train_reader, val=val_reader)
+
+        def decode(order: Order, training: bool) -> Order:
+            return ClipOrder(order, clips, seed=self.seed, random=training)
+
+        return self.global_dataset(batch, train=train, val=val, decode=decode)
