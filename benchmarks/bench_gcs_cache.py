@@ -24,7 +24,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from dew.data import remote, shard_cache
+from dew.data import shard_cache
+from tests.support import gcs_filesystem
 
 BASELINE = "reading the same shard files from local disk (page cache warm), whole, one after another"
 SHARDS = 4
@@ -85,7 +86,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             rng = np.random.default_rng(0)
             shards, locals_ = [], []
-            fs = remote._filesystem()
+            fs = gcs_filesystem()
             for i in range(SHARDS):
                 data = rng.integers(0, 256, SHARD_BYTES, dtype=np.uint8).tobytes()
                 path = os.path.join(scratch, f"shard-{i}.bin")

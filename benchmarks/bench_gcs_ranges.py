@@ -62,6 +62,7 @@ from dew.data import (
 from dew.data.images import image_records
 from dew.data.record_index import RecordIndex, index_name
 from tests.runtime.token_support import write_corpus
+from tests.support import gcs_filesystem
 
 BASELINE = "TokenWindows over the same corpus on local disk, in the same run"
 SHARDS, DOCS, SEQ_LEN, BATCH = 16, 4000, 2048, 32
@@ -112,7 +113,7 @@ def _wait(port: int) -> None:
 
 
 def _upload(local: str, uri: str, *, drop_blocks: bool = False) -> None:
-    fs = remote._filesystem()
+    fs = gcs_filesystem()
     for name in sorted(os.listdir(local)):
         with open(os.path.join(local, name), "rb") as f:
             data = f.read()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dew.data import http_ranges, remote, storage_errors
+from dew.data import http_ranges, remote, retries, storage_errors
 from tests.runtime.http_support import DATA, RangeServer, partial
 
 google_credentials = pytest.importorskip("google.auth.credentials")
@@ -169,7 +169,7 @@ def test_a_refresh_that_fails_is_one_clear_error_at_once(serve, monkeypatch, whe
     client = http_ranges.Client(server.url, credentials)
     target = http_ranges.target(URI, None)
     with pytest.raises(storage_errors.CredentialsFailed, match="could not be refreshed: invalid_grant") as raised:
-        remote._retrying(URI, lambda: client.get(URI, target, *RANGE))
+        retries.retrying(URI, lambda: client.get(URI, target, *RANGE))
     message = str(raised.value)
     assert (
         message.startswith(f"{URI}: the Google credentials ({__name__}.Revoked) for reading gs://")

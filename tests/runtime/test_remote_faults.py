@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from dew.data import remote, shard_cache
+from dew.data import remote, retries, shard_cache
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault, FaultProxy
 from tests.runtime.test_remote import _upload, _upload_directory
@@ -45,7 +45,7 @@ class _Clock:
 def clock(monkeypatch) -> _Clock:
     fake = _Clock()
     namespace = types.SimpleNamespace(monotonic=fake.monotonic, sleep=fake.sleep, time=time.time, time_ns=time.time_ns)
-    monkeypatch.setattr(remote, "time", namespace)
+    monkeypatch.setattr(retries, "time", namespace)
     return fake
 
 
@@ -87,7 +87,7 @@ def test_backoff_is_exponential_with_jitter_and_bounded(gcs_faults: FaultProxy, 
         shard_cache.fetch(uri, size=len(data), sha256=sha)
     assert sum(clock.sleeps) <= 20
     for tries, slept in enumerate(clock.sleeps):
-        assert 0 <= slept <= min(remote._MAX_DELAY, remote._FIRST_DELAY * 2**tries)
+        assert 0 <= slept <= min(retries.MAX_DELAY, retries.FIRST_DELAY * 2**tries)
     assert len(set(clock.sleeps)) > 1, "no jitter"
     left = [n for n in _cached_files(cache) if not n.endswith(".lock")]
     assert not left, "nothing but the lock files is left"

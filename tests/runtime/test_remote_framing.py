@@ -19,7 +19,7 @@ from typing import Literal
 
 import pytest
 
-from dew.data import http_ranges, remote
+from dew.data import http_ranges, remote, retries
 from tests.runtime import http_support
 from tests.runtime.http_support import DATA, RangeServer, partial
 
@@ -75,7 +75,7 @@ def server(request, monkeypatch, tmp_path) -> Iterator[RangeServer]:
 
 def _read(lo: int, hi: int) -> bytes:
     target = http_ranges.target(URI, None)
-    return bytes(remote._retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
+    return bytes(retries.retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
 
 
 def test_bytes_past_a_range_answer_never_reach_the_next_read_on_the_pool(server) -> None:

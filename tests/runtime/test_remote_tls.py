@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dew.data import http_ranges, remote, storage_errors
+from dew.data import http_ranges, remote, retries, storage_errors
 from tests.runtime.http_support import DATA, ConnectProxy, RangeServer
 
 pytest.importorskip("google.cloud.storage")
@@ -67,7 +67,7 @@ def server(ca, environment) -> Iterator[RangeServer]:
 
 def read(lo: int, hi: int) -> bytes:
     target = http_ranges.target(URI, None)
-    return bytes(remote._retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
+    return bytes(retries.retrying(URI, lambda: remote.get_range(URI, target, lo, hi)))
 
 
 def test_https_reads_are_exact_on_one_kept_alive_connection(server, environment, ca, tmp_path) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dew.data import formats, http_ranges, integrity, remote
+from dew.data import formats, http_ranges, integrity, remote, retries
 
 if TYPE_CHECKING:
     from dew.data.ranges import RangedShard
@@ -315,7 +315,7 @@ def _fetch(layout: _Layout, top: np.ndarray | None, runs: list[tuple[int, int]])
         return checked
 
     try:
-        return remote._retrying(layout.uri, attempt)
+        return retries.retrying(layout.uri, attempt)
     except FileNotFoundError:
         raise formats.DamagedError(f"{layout.uri} is missing; {remote.OVERWRITE}") from None
 
@@ -330,4 +330,4 @@ def _damaged(failures: list[int], message: str) -> np.ndarray:
     failures[0] += 1
     if failures[0] >= _CRC_TRIES:
         raise formats.DamagedError(f"{message} in {failures[0]} fetches; {remote.OVERWRITE}")
-    raise remote._Transient(message)
+    raise retries.Transient(message)

@@ -21,7 +21,7 @@ that. It keeps every guarantee of the requests path it replaces (dew.data.remote
   (dew.data.storage_errors), not retries;
 - one client per requests session of remote._session, so per process (fork) and endpoint; it pools
   at most max(64, DEW_GCS_REQUESTS) idle connections.
-Retries, backoff and Retry-After stay with the caller (remote._retrying): this raises remote._Transient.
+Retries, backoff and Retry-After stay with the caller (remote._retrying): this raises retries.Transient.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from dew.data import remote, storage_errors
+from dew.data import remote, retries, storage_errors
 
 _HEAD_LIMIT = 64 << 10
 _ERROR_TEXT = 200
@@ -91,7 +91,7 @@ class Client:
 
     def get(self, uri: str, target: str, lo: int, hi: int) -> memoryview:
         """Bytes [lo, hi) of the object at `target` (path and query below the endpoint), exactly.
-        Raises remote._Transient for what another attempt may not meet, FileNotFoundError for a 404."""
+        Raises retries.Transient for what another attempt may not meet, FileNotFoundError for a 404."""
         refreshed = False
         while True:
             sent, lines = self._authorization(uri)
@@ -108,7 +108,7 @@ class Client:
         if status == 200:  # another attempt would be answered the same way
             raise OSError(f"{uri}: asked for bytes {lo}-{hi - 1}, the server answered the whole object (HTTP 200)")
         if status in remote._RETRIED_STATUS:
-            raise remote._Transient(f"HTTP {status}", retry_after=remote._retry_after(head.get("retry-after")))
+            raise retries.Transient(f"HTTP {status}", retry_after=retries.retry_after(head.get("retry-after")))
         text = bytes(extra).decode("utf-8", "replace")
         raise OSError(f"{uri}: HTTP {status} {text[:_ERROR_TEXT]}")
 
@@ -131,7 +131,7 @@ class Client:
             status, head, body = _answer(sock, lo, hi)
         except _Framing as error:
             _close(sock)
-            raise remote._Transient(str(error)) from None
+            raise retries.Transient(str(error)) from None
         except storage_errors.ProxyRefused:
             _close(sock)
             raise
@@ -143,7 +143,7 @@ class Client:
             ) from error
         except (OSError, http.client.HTTPException) as error:  # reset, timeout, refused, TLS
             _close(sock)
-            raise remote._Transient(f"{type(error).__name__}: {error}") from error
+            raise retries.Transient(f"{type(error).__name__}: {error}") from error
         if status != 206 or head.get("connection", "").lower() == "close":
             _close(sock)
         else:

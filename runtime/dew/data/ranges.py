@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dew.data import block_sums, blockcache, formats, http_ranges, integrity, mirrors, readahead, remote
+from dew.data import block_sums, blockcache, formats, http_ranges, integrity, mirrors, readahead, remote, retries
 
 _MAX_RUN = 8 << 20
 _CRC_TRIES = 3
@@ -266,11 +266,11 @@ def _fetch(shard: RangedShard, first: int, last: int) -> dict[int, bytes]:
             message = f"{shard.uri}: block {bad[0]} (bytes from {bad[0] * size}) fails its crc32c"
             if failures[0] >= _CRC_TRIES:
                 raise formats.DamagedError(f"{message} in {failures[0]} fetches; {remote.OVERWRITE}")
-            raise remote._Transient(message)
+            raise retries.Transient(message)
         return blocks
 
     try:
-        return remote._retrying(shard.uri, attempt)
+        return retries.retrying(shard.uri, attempt)
     except FileNotFoundError:
         if shard.generation is not None:
             raise FileNotFoundError(

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from dew.data import formats, ranges, remote
+from dew.data import formats, ranges, remote, retries
 from dew.data.record_index import _BLOCK, _BLOCK_HEADER, _chunk_end
 
 # Mirror blocks of raw files: records of a few to hundreds of kB cost at most two partial blocks.
@@ -65,7 +65,7 @@ def shard(uri: str) -> ranges.RangedShard:
     with _LOCK:
         found = _RAW.get(uri)
     if found is None:
-        stat = remote._retrying(uri, lambda: remote._stat(uri))
+        stat = retries.retrying(uri, lambda: remote._stat(uri))
         # Its mirror in the block cache is named as a shard (the key, from uri and generation, tells it
         # apart). It has no block checksums: blocks_crc32c only fills the entry, and a RangedShard with a
         # generation never reads one (the reader checks the file's own hashes instead).
@@ -145,10 +145,10 @@ def _get(raw: ranges.RangedShard, lo: int, hi: int) -> bytes:
         with remote._get(raw.uri, url, params, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
             body = response.content
         if len(body) != hi - lo:
-            raise remote._Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
+            raise retries.Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
         return bytes(body)
 
-    return remote._retrying(raw.uri, attempt)
+    return retries.retrying(raw.uri, attempt)
 
 
 def _chunk(data: bytes, begin: int, where: str) -> tuple[list[bytes], int]:

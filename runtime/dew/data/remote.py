@@ -18,28 +18,21 @@ The cache lives in $DEW_CACHE_DIR (default ~/.cache/dew) and holds at most $DEW_
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
-import email.utils
 import functools
 import hashlib
 import io
 import os
-import random
-import time
 import urllib.parse
-from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
 
 from dew.data import reach
 from dew.data.extras import require
+from dew.data.retries import Transient, retry_after, retrying
 
 _T = TypeVar("_T")
 _DEFAULT_BUDGET = 64 << 30
-_DEFAULT_RETRY_SECONDS = 300.0
 _DEFAULT_REQUESTS = 32
-_FIRST_DELAY = 0.25
-_MAX_DELAY = 30.0
 # A plain rerun of a committed directory does nothing; only --overwrite writes its shards again.
 OVERWRITE = "rerun the preprocess job with --overwrite"
 
@@ -94,7 +87,7 @@ def exists(uri: str) -> bool:
     """Whether `uri` names an object, or a prefix ("directory") that holds one."""
     if uri[len("gs://") :].partition("/")[2].strip("/"):
         try:
-            _retrying(uri, lambda: _stat(uri))
+            retrying(uri, lambda: _stat(uri))
             return True
         except FileNotFoundError:
             pass
@@ -132,60 +125,12 @@ def _listing(uri: str, *, deep: bool, first: bool = False) -> list[str]:
         params["maxResults"] = "1"
     found: list[str] = []
     while True:
-        page = _retrying(uri, functools.partial(_json, uri, url, dict(params)))
+        page = retrying(uri, functools.partial(_json, uri, url, dict(params)))
         found += [item["name"] for item in page.get("items", ()) if item["name"] != prefix]
         found += page.get("prefixes", ())
         if not page.get("nextPageToken") or (first and found):
             return [f"gs://{bucket}/{n}" for n in found]
         params["pageToken"] = page["nextPageToken"]
-
-
-def retry_seconds() -> float:
-    return float(os.environ.get("DEW_GCS_RETRY_SECONDS", _DEFAULT_RETRY_SECONDS))
-
-
-class _Transient(Exception):
-    """A failure that another attempt may not meet; `retry_after` is the server's own wait, if it gave one."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    with contextlib.suppress(ValueError):
-        return max(0.0, float(value))
-    with contextlib.suppress(TypeError, ValueError):
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
-    return None
-
-
-def _retrying(uri: str, attempt: Callable[[], _T]) -> _T:
-    """`attempt()`, again after each transient failure, until it succeeds or the retry budget is spent.
-
-    Full jitter keeps the worker processes of many hosts from retrying in step after a shared outage.
-    A Retry-After longer than what is left of the budget ends the retries now instead of sleeping into
-    a certain failure.
-    """
-    budget = retry_seconds()
-    deadline = time.monotonic() + budget
-    tries = 0
-    while True:
-        tries += 1
-        try:
-            return attempt()
-        except _Transient as error:
-            if error.retry_after is not None:
-                delay = error.retry_after
-            else:
-                delay = random.uniform(0, min(_MAX_DELAY, _FIRST_DELAY * 2 ** (tries - 1)))
-            if time.monotonic() + delay > deadline:
-                raise OSError(
-                    f"{uri}: still failing after {tries} attempts within {budget:g} s (DEW_GCS_RETRY_SECONDS): {error}"
-                ) from error
-            time.sleep(delay)
 
 
 def _session() -> Any:
@@ -241,7 +186,7 @@ def _read_environment_once(session: Any, endpoint: str) -> None:
 
 def get_range(uri: str, target: str, lo: int, hi: int) -> memoryview:
     """Bytes [lo, hi) of an object, exactly, by one Range GET of `target` (dew.data.http_ranges.target)
-    on this process's pooled connections: one attempt, for _retrying; FileNotFoundError for a 404."""
+    on this process's pooled connections: one attempt, for retrying; FileNotFoundError for a 404."""
     session = _session()  # missing credentials are said first: they need no network to find
     client = getattr(session, "dew_ranges", None)
     if client is None:
@@ -258,13 +203,13 @@ def refuse_if_resized(uri: str, committed: int, error: BaseException, failures: 
     or rewritten since its commit), which no retry mends. Asked by one stat, not retried, at a failure
     no retry answers (an HTTP error) or the second of any other kind, so a throttled read costs no stat;
     a stat that fails says nothing and the read's own retries go on."""
-    if isinstance(error, FileNotFoundError) or not isinstance(error, (_Transient, OSError)):
+    if isinstance(error, FileNotFoundError) or not isinstance(error, (Transient, OSError)):
         return
-    if isinstance(error, _Transient) and failures != 2:
+    if isinstance(error, Transient) and failures != 2:
         return
     try:
         size = _stat(uri).size
-    except (_Transient, OSError, KeyError, ValueError):
+    except (Transient, OSError, KeyError, ValueError):
         return
     if size != committed:
         raise DamagedError(
@@ -296,7 +241,7 @@ def bucket_missing(uri: str) -> bool:
     bucket = uri[len("gs://") :].partition("/")[0]
     url = f"{_endpoint()}/storage/v1/b/{urllib.parse.quote(bucket, safe='')}"
     try:
-        _retrying(uri, lambda: _get(uri, url, {"fields": "name"}).close())
+        retrying(uri, lambda: _get(uri, url, {"fields": "name"}).close())
     except FileNotFoundError:
         return True
     except OSError:
@@ -305,7 +250,7 @@ def bucket_missing(uri: str) -> bool:
 
 
 def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | None = None) -> Any:
-    """The response to one GET, streaming; transient failures raised as _Transient, 404 as FileNotFoundError.
+    """The response to one GET, streaming; transient failures raised as Transient, 404 as FileNotFoundError.
     With a Range header only 206 (the range) is an answer: a 200 would be the whole object."""
     import requests
 
@@ -315,7 +260,7 @@ def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | N
         response = session.get(url, params=params, headers=headers, stream=True, timeout=_TIMEOUTS)
     except (requests.ConnectionError, requests.Timeout) as error:
         _said_at_once(uri, session, url, error)
-        raise _Transient(f"{type(error).__name__}: {error}") from error
+        raise Transient(f"{type(error).__name__}: {error}") from error
     except Exception as error:  # an AuthorizedSession's token refresh (google.auth)
         _said_at_once(uri, session, url, error)
         raise
@@ -325,7 +270,7 @@ def _get(uri: str, url: str, params: dict[str, str], headers: dict[str, str] | N
     if response.status_code == 404:
         raise FileNotFoundError(uri)
     if response.status_code in _RETRIED_STATUS:
-        raise _Transient(f"HTTP {response.status_code}", retry_after=_retry_after(response.headers.get("Retry-After")))
+        raise Transient(f"HTTP {response.status_code}", retry_after=retry_after(response.headers.get("Retry-After")))
     raise OSError(f"{uri}: HTTP {response.status_code} {response.text[:200]}")
 
 
@@ -358,12 +303,12 @@ class _Object:
 
 
 def _json(uri: str, url: str, params: dict[str, str]) -> Any:
-    """The JSON answer to one GET (an object's metadata, a page of a listing); one attempt, for _retrying."""
+    """The JSON answer to one GET (an object's metadata, a page of a listing); one attempt, for retrying."""
     with _get(uri, url, params) as response:
         try:
             return response.json()
         except ValueError as error:  # an answer cut short
-            raise _Transient(f"unreadable answer: {error}") from error
+            raise Transient(f"unreadable answer: {error}") from error
 
 
 def _stat(uri: str) -> _Object:
@@ -394,12 +339,12 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
                     digest.update(block)
                 target.write(block)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
-            raise _Transient(f"body cut off: {error}") from error
+            raise Transient(f"body cut off: {error}") from error
     got = target.tell()
     if got != found.size:
-        raise _Transient(f"body holds {got} of {found.size} bytes")
+        raise Transient(f"body holds {got} of {found.size} bytes")
     if found.crc32c is not None and crc.digest().hex() != found.crc32c:
-        raise _Transient("body fails the object's crc32c")
+        raise Transient("body fails the object's crc32c")
     return crc.digest().hex(), digest.hexdigest() if digest is not None else None
 
 
@@ -412,6 +357,6 @@ def read_bytes(uri: str) -> bytes:
         return buffer.getvalue()
 
     try:
-        return _retrying(uri, attempt)
+        return retrying(uri, attempt)
     except FileNotFoundError:
         raise FileNotFoundError(f"{uri} does not exist") from None

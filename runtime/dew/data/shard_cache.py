@@ -40,12 +40,11 @@ from dew.data.remote import (
     OVERWRITE,
     DamagedError,
     _download,
-    _retrying,
     _stat,
     cache_budget,
     cache_dir,
-    retry_seconds,
 )
+from dew.data.retries import retry_seconds, retrying
 
 # Beside each cached file: the crc32c of the bytes verified at download, hex.
 _CRC_SUFFIX = ".crc32c"
@@ -157,7 +156,7 @@ def fetch(
 def _download_into(uri: str, local: str, *, size: int | None, sha256: str | None) -> None:
     _remove_cached(local)
     try:
-        found = _retrying(uri, lambda: _stat(uri))
+        found = retrying(uri, lambda: _stat(uri))
     except FileNotFoundError:
         raise FileNotFoundError(f"{uri} is listed in meta.json but missing; {OVERWRITE}") from None
     if size is not None and found.size != size:
@@ -167,7 +166,7 @@ def _download_into(uri: str, local: str, *, size: int | None, sha256: str | None
         _reserve(tmp, found.size)
         with open(tmp, "r+b") as raw:
             target = cast(BinaryIO, _Reserved(raw))
-            crc, digest = _retrying(uri, lambda: _download(uri, found, target, sha256=sha256 is not None))
+            crc, digest = retrying(uri, lambda: _download(uri, found, target, sha256=sha256 is not None))
         if sha256 is not None and digest != sha256:
             raise DamagedError(f"{uri} fails its sha256 check against meta.json; {OVERWRITE}")
         with open(local + _CRC_SUFFIX, "w") as f:

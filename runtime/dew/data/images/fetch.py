@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import email.utils
 import socket
 import ssl
 import threading
@@ -40,6 +39,7 @@ import numpy as np
 from dew.data import validate
 from dew.data.images import http_wire, pixels, robots_tag, urls
 from dew.data.images.http_wire import Broken, Connection, Oversize, Response, Stale
+from dew.data.retries import retry_after
 
 BAD_URL = "bad_url"  # no url a browser would fetch: another scheme, no host, a bad port or IPv6 host, ...
 NO_IMAGE = "no_image"  # the response is no image (HTML, JSON, XML, empty), whatever its Content-Type says
@@ -302,7 +302,7 @@ class Fetcher:
     def _note_refusal(self, host: _Host, response: Response) -> None:
         if response.status in _BACKOFF:
             host.refusals += 1
-            wait = _retry_after(response.header("retry-after"))
+            wait = retry_after(response.header("retry-after"))
             wait = min(2.0 ** (host.refusals - 1) if wait is None else wait, self.policy.max_wait + 1)
             host.not_before = max(host.not_before, time.monotonic() + wait)
 
@@ -324,18 +324,6 @@ class Fetcher:
 def opted_out(values: list[str], policy: FetchPolicy) -> bool:
     """Whether X-Robots-Tag `values` opt the image out of AI use for this policy's crawler."""
     return robots_tag.opted_out(values, policy.crawler)
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    if value.strip().isascii() and value.strip().isdigit():  # "²" is a digit to str.isdigit, not to float()
-        return float(value.strip())
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def fetch_image(
