@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -30,6 +29,11 @@ from dew.data.derived import load_derived as load_derived
 from dew.data.derived import save_derived as save_derived
 from dew.data.errors import UserError, adopt
 from dew.data.sections import SECTIONS, Section, TokensSection
+
+# meta.json's entry of one shard lives in dew.data.shard_entry; readers and writers reach it through here too.
+from dew.data.shard_entry import NewerFormatError as NewerFormatError
+from dew.data.shard_entry import Shard as Shard
+from dew.data.shard_entry import newer_version
 
 # How shards are named lives in dew.data.shard_names; readers and writers reach it through here too.
 from dew.data.shard_names import BLOCKS_SUFFIX as BLOCKS_SUFFIX
@@ -44,7 +48,6 @@ SectionT = TypeVar("SectionT", bound=Section)
 META = committed.META
 # Token corpora written before the shared envelope; still read, never written.
 LEGACY_TOKENS_FORMAT = "dew.tokens/1"
-_CRC32C = re.compile(r"^[0-9a-f]{8}$")
 _OVERWRITE = remote.OVERWRITE
 # A damaged file is the user's to replace, not a bug; remote.py defines it, formats counts it a user error.
 DamagedError = adopt(remote.DamagedError)
@@ -53,101 +56,6 @@ _log = logging.getLogger("dew.data")
 
 def sha256_file(path: str) -> str:
     return integrity.digest_file(path, "sha256")
-
-
-@dataclasses.dataclass(frozen=True)
-class Shard:
-    """One committed shard as meta.json records it.
-
-    records: the records (ArrayRecord records, parquet rows, documents of a .bin) the shard holds;
-    units: their total length in the kind's unit (Section.UNIT: token ids, or record bytes); crc32c: the
-    file's CRC-32C as eight hex digits, a cheaper check than sha256 that writers since dew.tokens/2 record
-    when google-crc32c is installed ("" when not recorded). Only sha256 enters the fingerprint.
-
-    block_bytes and blocks_crc32c (writers since block checksums; 0 and "" before): the shard's block
-    checksums lie beside it in `<name>.blocks` (`blocks_name`), the crc32c of each block_bytes bytes as
-    big-endian uint32s, and blocks_crc32c is that file's own crc32c. A gs:// reader fetches byte ranges
-    rounded out to whole blocks and checks each block before its bytes are used; a shard without them
-    is fetched and checked whole. blocks_version (0 before the two-level layout, which writers record as 2):
-    how `.blocks` is laid out and what blocks_crc32c covers (dew.data.block_sums).
-
-    index_version and index_crc32c (ArrayRecord shards of writers since the record index; 0 and ""
-    before): `<name>.index` (`record_index.index_name`) gives the byte range of each record's chunk
-    and of what an ArrayRecordReader reads on open, so a gs:// reader fetches a batch's records only;
-    index_crc32c is that file's crc32c. They come only with block checksums.
-    """
-
-    name: str
-    records: int
-    units: int
-    bytes: int
-    sha256: str
-    crc32c: str = ""
-    block_bytes: int = 0
-    blocks_crc32c: str = ""
-    blocks_version: int = 0
-    index_version: int = 0
-    index_crc32c: str = ""
-
-    def __post_init__(self) -> None:
-        if parse_shard_name(self.name) is None or os.path.basename(self.name) != self.name:
-            raise ValueError(f"shard name {self.name!r} is not <split>-SSSSS-of-NNNNN.<ext> inside the directory")
-        for name in ("records", "units", "bytes", "block_bytes", "blocks_version", "index_version"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"shard {self.name}: {name} must be a non-negative int, got {value!r}")
-        if self.crc32c and not (isinstance(self.crc32c, str) and _CRC32C.match(self.crc32c)):
-            raise ValueError(f"shard {self.name}: crc32c must be eight lowercase hex digits, got {self.crc32c!r}")
-        if bool(self.block_bytes) != bool(self.blocks_crc32c) or (
-            self.blocks_crc32c and not (isinstance(self.blocks_crc32c, str) and _CRC32C.match(self.blocks_crc32c))
-        ):
-            raise ValueError(
-                f"shard {self.name}: block_bytes and blocks_crc32c (eight lowercase hex digits) come together, "
-                f"got {self.block_bytes!r} and {self.blocks_crc32c!r}"
-            )
-
-        # Lazily: both modules read shards, so they import this one.
-        from dew.data.block_sums import BLOCKS_VERSION
-        from dew.data.record_index import INDEX_VERSION
-
-        if self.blocks_version > BLOCKS_VERSION:
-            raise _newer(
-                f"shard {self.name}: blocks_version (the layout of its .blocks)", self.blocks_version, BLOCKS_VERSION
-            )
-        if self.index_version > INDEX_VERSION:
-            raise _newer(
-                f"shard {self.name}: index_version (the layout of its .index)", self.index_version, INDEX_VERSION
-            )
-        if self.blocks_version and not self.block_bytes:
-            raise ValueError(f"shard {self.name}: blocks_version comes only with block checksums")
-        if bool(self.index_version) != bool(self.index_crc32c) or (self.index_version and not self.block_bytes):
-            raise ValueError(
-                f"shard {self.name}: index_version and index_crc32c come together, and only with block checksums, "
-                f"got {self.index_version!r}, {self.index_crc32c!r} and block_bytes {self.block_bytes!r}"
-            )
-        if self.index_crc32c and not (isinstance(self.index_crc32c, str) and _CRC32C.match(self.index_crc32c)):
-            raise ValueError(
-                f"shard {self.name}: index_crc32c must be eight lowercase hex digits, got {self.index_crc32c!r}"
-            )
-
-    def to_json(self) -> dict[str, Any]:
-        entry = dataclasses.asdict(self)
-        for name in ("crc32c", "block_bytes", "blocks_crc32c", "blocks_version", "index_version", "index_crc32c"):
-            if not entry[name]:
-                del entry[name]  # as an older writer wrote it
-        return entry
-
-
-class NewerFormatError(UserError, ValueError):
-    """meta.json records a version (of its format, a shard's `.blocks` or `.index`) newer than this dew
-    reads: a newer dew wrote it, so the fix is to upgrade, not to rewrite the corpus."""
-
-
-def _newer(what: str, found: object, reads: object) -> NewerFormatError:
-    return NewerFormatError(
-        f"{what} is version {found}, and this dew reads version {reads}: upgrade dew to read it, or rerun the "
-        "preprocess job with this one"
-    )
 
 
 class WrongKindError(UserError, ValueError):
@@ -251,7 +159,7 @@ class Meta:
                 known = ", ".join(c.format_tag() for c in SECTIONS.values())
                 raise ValueError(f"format {tag!r} is not a dew format this version reads ({known})")
             if version.isdigit() and int(version) > section_type.VERSION:
-                raise _newer(f"format {tag!r}", version, section_type.VERSION)
+                raise newer_version(f"format {tag!r}", version, section_type.VERSION)
             if version != str(section_type.VERSION):
                 raise ValueError(
                     f"format {tag!r} is version {version} of {kind}, and this dew reads version "
