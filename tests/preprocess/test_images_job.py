@@ -5,6 +5,7 @@ input layout, the books, determinism across workers and crashes, and the records
 from __future__ import annotations
 
 import collections
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -55,6 +56,15 @@ def read_records(directory: Path, split: str = "train") -> list[dict[str, bytes]
 
 def listing(directory: Path) -> dict[str, str]:
     return {p.name: formats.sha256_file(str(p)) for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def compressed(parts: list[bytes], suffix: str) -> tuple[bytes, int]:
+    """`parts` as one gzip member (.gz) or zstd frame (.zst, .zstd) each, and the offset of the last one:
+    a cut past it is a cut inside the last member or frame, which the reader must count as damage."""
+    import zstandard
+
+    blobs = [gzip.compress(p, mtime=0) if suffix == ".gz" else zstandard.ZstdCompressor().compress(p) for p in parts]
+    return b"".join(blobs), sum(map(len, blobs[:-1]))
 
 
 @pytest.fixture
@@ -136,6 +146,57 @@ def test_a_byte_order_mark_is_no_part_of_a_row_file_or_a_sidecar_caption(tmp_pat
         _ReadUrlSource(ImageReadOptions(image_field="url"))._rows(Source(index=0, kind="csv", path=str(urls), name="u"))
     )
     assert got == [(0, b"http://example.com/a.jpg", {"caption": b"one"}, None)]
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst", ".zstd"])
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_a_compressed_row_file_reads_as_its_plain_one_and_one_cut_short_is_truncated_input(
+    tmp_path: Path, kind: str, suffix: str
+) -> None:
+    """Row files and url lists are opened by the text jobs' opener (document_rows.decompressed): a .gz,
+    .zst or .zstd file gives its plain file's rows, and one cut inside its last member or frame keeps rows
+    read before the cut and is counted once as truncated_input, never read short in silence."""
+    from apache_beam.pvalue import TaggedOutput
+
+    from dew.preprocess.image_reading import ImageReadOptions
+    from dew.preprocess.image_sources import Source
+    from dew.preprocess.url_reading import _ReadUrlSource, find_url_sources
+
+    urls = [f"http://example.com/{i}.jpg" for i in range(40)]
+    if kind == "csv":
+        lines = [b"url,caption\n", *(f"{url},image {i}\n".encode() for i, url in enumerate(urls))]
+    else:
+        lines = [json.dumps({"url": url, "caption": f"image {i}"}).encode() + b"\n" for i, url in enumerate(urls)]
+    reason = "missing_field" if kind == "csv" else "malformed_json"
+    lines.insert(6, b",no url\n" if kind == "csv" else b"{broken\n")  # a dropped row, counted alike in every file
+
+    def read(name: str, data: bytes) -> tuple[list, dict]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        (source,) = find_url_sources([str(path)])[0]
+        assert source.kind == kind
+        reader = _ReadUrlSource(ImageReadOptions(image_field="url"))
+        reader.setup()
+        out = list(reader.process((Source(index=0, kind=kind, path=str(path), name="urls"),)))
+        assert isinstance(out[-1], TaggedOutput)
+        return out[:-1], out[-1].value
+
+    plain, tally = read(f"plain.{kind}", b"".join(lines))
+    assert [value[0] for _, value in plain] == [url.encode() for url in urls]
+    assert tally == {"images_in": len(urls) + 1, reason: 1, "damaged_inputs": []}
+
+    data, last = compressed([b"".join(lines[:30]), b"".join(lines[30:])], suffix)
+    assert read(f"whole.{kind}{suffix.upper()}", data) == (plain, tally)  # the suffix in any case
+
+    path = tmp_path / f"cut.{kind}{suffix}"
+    cut, tally = read(path.name, data[: (last + len(data)) // 2])
+    # The rows before the cut stand, as many as were decoded before it (gzip fills its buffer across members).
+    assert cut == plain[: len(cut)] and len(cut) < len(plain)
+    if kind == "jsonl" and suffix != ".gz":  # whole zstd frames reach the line reader before the cut one
+        assert len(cut) >= 29
+    assert tally["truncated_input"] == 1 and tally["images_in"] == len(cut) + tally.get(reason, 0) + 1
+    (damaged,) = tally["damaged_inputs"]
+    assert damaged["path"] == str(path) and damaged["reason"] == "truncated_input"
 
 
 @pytest.mark.beam
@@ -302,9 +363,14 @@ def test_parquet_and_jsonl_rows_with_bytes_paths_and_damage(tmp_path: Path) -> N
     (rows / "c.jsonl").write_text("\n".join(lines) + "\n")
     whole = (rows / "a.parquet").read_bytes()
     (rows / "d.parquet").write_bytes(whole[: len(whole) // 2])
+    # c.jsonl again as zstd (two frames): whole, and cut inside its last frame.
+    zst, last = compressed([f"{lines[0]}\n{lines[1]}\n".encode(), f"{lines[2]}\n".encode()], ".zst")
+    (rows / "e.jsonl.zst").write_bytes(zst)
+    (rows / "f.jsonl.zst").write_bytes(zst[: (last + len(zst)) // 2])
     out = tmp_path / "out"
     flags = ("--extra_field", "source", "--format", "parquet", "--resize", "shorter_side", "--size", "48")
-    run_images(out, "--input", str(rows / "*.parquet"), "--input", str(rows / "*.jsonl"), *flags, "--encoding", "webp")
+    inputs = [f"--input={rows / pattern}" for pattern in ("*.parquet", "*.jsonl", "*.jsonl.zst")]
+    run_images(out, *inputs, *flags, "--encoding", "webp")
 
     records = read_records(out)
     assert [(r["caption"], r["source"]) for r in records] == [
@@ -312,19 +378,24 @@ def test_parquet_and_jsonl_rows_with_bytes_paths_and_damage(tmp_path: Path) -> N
         (b"a rocket", b"b"),
         (b"coins", b"b"),
         (b"a cat", b"c"),
+        (b"a cat", b"c"),  # e.jsonl.zst: c.jsonl's one good row, the same record
+        (b"a cat", b"c"),  # f.jsonl.zst: its first frame, read before the cut
     ]
+    assert records[3] == records[4] == records[5]
     assert all(min(pixels.decode(r["image"]).shape[:2]) == 48 for r in records)
     stats = json.loads((out / "stats.json").read_text())
     assert {k: v for k, v in stats["dropped"].items() if v} == {
         "missing_field": 2,
         "missing_image": 1,
-        "malformed_json": 1,
-        "undecodable": 1,
-        "truncated_input": 1,
+        "malformed_json": 3,
+        "undecodable": 2,
+        "truncated_input": 2,  # d.parquet, and f.jsonl.zst's last frame: the reason tokenize counts it under
     }
-    assert stats["images_in"] == 10 and [d["path"] for d in stats["damaged_inputs"]] == [str(rows / "d.parquet")]
+    assert stats["images_in"] == 16
+    damaged = [(d["path"], d["reason"]) for d in stats["damaged_inputs"]]
+    assert damaged == [(str(rows / "d.parquet"), "truncated_input"), (str(rows / "f.jsonl.zst"), "truncated_input")]
     text = inspect_text(str(out), "--samples", "2")
-    assert "images: 4 written of 10 read" in text and "dropped truncated_input: 1" in text
+    assert "images: 6 written of 16 read" in text and "dropped truncated_input: 2" in text
     assert "sample 1: image: " in text and "source: 1 bytes" in text
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from dew.data import formats
 from dew.data.images import pixels
 from dew.pipelines import ingest_urls_job
-from tests.preprocess.test_images_job import IN_MEMORY, TWO_WORKERS, listing, read_records
+from tests.preprocess.test_images_job import IN_MEMORY, TWO_WORKERS, compressed, listing, read_records
 from tests.support import inspect_text
 
 pytest.importorskip("cv2")
@@ -143,6 +144,43 @@ def test_every_url_is_counted_once_and_output_is_the_same_on_two_workers_and_aft
     # Shard-level resume: the rerun fetched the rows of the shards it wrote, and none of the committed ones.
     missing = [name for name in shards if name not in committed]
     assert found["urls_fetched"] == sum(len(_urls(one / _status(name))) for name in missing)
+
+
+def test_zstd_url_lists_give_the_plain_lists_rows_and_one_cut_short_is_a_damaged_input(
+    server: ImageServer, tmp_path: Path
+) -> None:
+    """Url lists are often shipped as .zst. Read through the text jobs' opener
+    (document_rows.decompressed), a .jsonl.zst and a .csv.zst list of several frames give the rows their
+    plain lists give, fetched and written alike; a list cut inside its last frame keeps the rows before the
+    cut and is counted as a damaged input under truncated_input, the reason tokenize and clean use."""
+    rows = [(server.url("photo", i), None) for i in range(7)] + [(server.url("tiny", 0), "too_small")]
+    plain, zst = tmp_path / "plain", tmp_path / "zst"
+    write_url_lists(plain, rows)
+    zst.mkdir()
+    shutil.copy(plain / "a.parquet", zst / "a.parquet")
+    for name in ("b.jsonl", "c.csv"):
+        lines = (plain / name).read_bytes().splitlines(keepends=True)
+        (zst / f"{name}.zst").write_bytes(compressed([b"".join(lines[:2]), b"".join(lines[2:])], ".zst")[0])
+    cut = [json.dumps({"url": server.url("photo", i), "caption": f"cut {i}"}).encode() + b"\n" for i in (10, 11, 12)]
+    data, last = compressed([cut[0] + cut[1], cut[2]], ".zst")
+    (zst / "d.jsonl.zst").write_bytes(data[: (last + len(data)) // 2])
+    run(tmp_path / "from-plain", plain)
+    run(tmp_path / "from-zst", zst)
+
+    before_cut = {server.url("photo", i): ("written", "") for i in (10, 11)}
+    assert statuses(tmp_path / "from-zst") == statuses(tmp_path / "from-plain") | before_cut
+
+    def records(output: Path) -> list[dict[str, bytes]]:
+        meta = formats.read_meta(str(output), kind="images")
+        return sorted((r for split in meta.splits for r in read_records(output, split)), key=lambda r: r["url"])
+
+    from_zst = records(tmp_path / "from-zst")
+    assert [r for r in from_zst if r["url"].decode() not in before_cut] == records(tmp_path / "from-plain")
+    want, stats = (json.loads((tmp_path / out / "stats.json").read_text()) for out in ("from-plain", "from-zst"))
+    want["dropped"]["truncated_input"] = 1
+    assert stats["dropped"] == want["dropped"] and stats["urls_in"] == want["urls_in"] + 3
+    (damaged,) = stats["damaged_inputs"]
+    assert damaged["path"] == str(zst / "d.jsonl.zst") and damaged["reason"] == "truncated_input"
 
 
 def test_refetch_failed_asks_again_for_the_failed_rows_only(server: ImageServer, tmp_path: Path) -> None:

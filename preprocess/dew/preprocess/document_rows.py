@@ -9,11 +9,16 @@ Importing it imports no Beam (inspect must not).
 A file is read to its verified end: a compressed stream must close its last frame (zstd) or member
 (gzip, whose CRC and length are checked), a parquet file must carry its footer and decode every row
 group. Damage raises DamagedInput once the rows before it were yielded; the caller counts the rest.
+
+`decompressed` is the one opener of compressed row files: the images job's jsonl rows and ingest-urls'
+url lists (dew.preprocess.image_reading, url_reading) read theirs through it too, so a .gz or .zst file
+cut or corrupted anywhere is the same damaged input, for the same reason, in every job.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import gzip
 import io
@@ -34,6 +39,8 @@ ROW_REASONS = (INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
 # Reasons the rest of a file is lost; their count is that rest's rows when known, else one a file.
 TRUNCATED_INPUT = "truncated_input"
 CORRUPT_INPUT = "corrupt_input"
+# A compressed file's suffix → its compression (the name's end, in any case); other files are read as stored.
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 # Compressed bytes handed to the zstd decoder at once: one call inflates at most this times the ratio.
 _ZSTD_FEED = 1 << 13
 # Bytes read at once from a file whose contents are only being checked or decoded, not held.
@@ -82,13 +89,22 @@ class ReadOptions:
         return cls(**{name: config[name] for name in names if name in config})
 
 
+def compression_of(path: str) -> str:
+    """none, gzip or zstd, from the end of the file name (COMPRESSIONS)."""
+    name = path.lower()
+    return next((kind for suffix, kind in COMPRESSIONS.items() if name.endswith(suffix)), "none")
+
+
+def without_compression(path: str) -> str:
+    """The file name without its compression suffix (.gz, .zst, .zstd), lower-cased: what it decompresses to."""
+    name = path.lower()
+    suffix = next((suffix for suffix in COMPRESSIONS if name.endswith(suffix)), "")
+    return name[: len(name) - len(suffix)]
+
+
 def kind_of(path: str) -> tuple[str, str]:
     """(format, compression) from the file name: jsonl/txt/parquet and none/gzip/zstd."""
-    name = path.lower()
-    compression = "none"
-    for suffix, kind in ((".gz", "gzip"), (".zst", "zstd"), (".zstd", "zstd")):
-        if name.endswith(suffix):
-            name, compression = name[: -len(suffix)], kind
+    name, compression = without_compression(path), compression_of(path)
     for suffix, kind in ((".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".txt", "txt")):
         if name.endswith(suffix):
             return kind, compression
@@ -118,12 +134,8 @@ class DocumentRows:
         if self.kind == "parquet":
             yield from self._parquet_rows(raw)
             return
-        try:
-            yield from self._stream_rows(_decompressed(raw, self.compression))
-        except EOFError as error:  # gzip's and _ZstdFrames' word for a stream cut before its end marker
-            raise DamagedInput(TRUNCATED_INPUT, f"{self.compression}: {error}") from error
-        except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
-            raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
+        with decompressed(raw, self.compression) as stream:
+            yield from self._stream_rows(stream)
 
     def at(self, raw: Any, row: int) -> Row | None:
         """Row `row` of `raw`, reading no further; None when the file ends before it."""
@@ -286,9 +298,25 @@ class _ZstdFrames(io.RawIOBase):
         return True
 
 
-def _decompressed(raw: Any, compression: str) -> Any:
+@contextlib.contextmanager
+def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Iterator[Any]:
+    """`raw` (a file's bytes, open) as the bytes it decompresses to, for a block that reads them to the
+    end; `raw` itself when `compression` (compression_of) is none.
+
+    A stream that stops inside its last gzip member or zstd frame, or whose bytes go wrong, raises
+    DamagedInput out of the block, once the rows before the damage were read: truncated_input for a cut
+    (gzip's and _ZstdFrames' EOFError), corrupt_input for bytes that are not gzip, bad deflate data, a
+    CRC or length mismatch, or zstd bytes that do not decode. `label` starts the error's detail, which a
+    job's stats.json shows (default: the compression).
+    """
+    stream: Any = raw
     if compression == "gzip":
-        return io.BufferedReader(gzip.GzipFile(fileobj=raw))
-    if compression == "zstd":
-        return io.BufferedReader(_ZstdFrames(raw))
-    return raw
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=raw))
+    elif compression == "zstd":
+        stream = io.BufferedReader(_ZstdFrames(raw))
+    try:
+        yield stream
+    except EOFError as error:  # a stream cut before its end marker
+        raise DamagedInput(TRUNCATED_INPUT, f"{label or compression}: {error}") from error
+    except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
+        raise DamagedInput(CORRUPT_INPUT, f"{label or 'gzip'}: {error}") from error

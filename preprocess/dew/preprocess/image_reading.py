@@ -23,13 +23,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import gzip
-import io
 import json
 import os
 import posixpath
 import urllib.parse
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -45,6 +42,8 @@ from dew.preprocess.document_rows import (
     MISSING_FIELD,
     TRUNCATED_INPUT,
     DamagedInput,
+    compression_of,
+    decompressed,
     without_bom,
 )
 from dew.preprocess.image_sources import LABEL, NON_UTF8_NAME, UNSUPPORTED, Source
@@ -247,22 +246,16 @@ class ReadSource(beam.DoFn):
         return [self.options.image_field, self.options.caption_field, *self.options.extra_fields]
 
     def _jsonl_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
-        with files.open_read(source.path) as raw:
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
-            try:
-                for row, line in enumerate(stream):
-                    try:
-                        values = json.loads((without_bom(line) if row == 0 else line).decode("utf-8"))
-                    except UnicodeDecodeError:
-                        yield row, {}, INVALID_UTF8
-                    except ValueError:
-                        yield row, {}, MALFORMED_JSON
-                    else:
-                        yield (row, values, None) if isinstance(values, dict) else (row, {}, MALFORMED_JSON)
-            except EOFError as error:
-                raise DamagedInput(TRUNCATED_INPUT, f"gzip: {error}") from error
-            except (gzip.BadGzipFile, zlib.error) as error:
-                raise DamagedInput(CORRUPT_INPUT, f"gzip: {error}") from error
+        with files.open_read(source.path) as raw, decompressed(raw, compression_of(source.path)) as stream:
+            for row, line in enumerate(stream):
+                try:
+                    values = json.loads((without_bom(line) if row == 0 else line).decode("utf-8"))
+                except UnicodeDecodeError:
+                    yield row, {}, INVALID_UTF8
+                except ValueError:
+                    yield row, {}, MALFORMED_JSON
+                else:
+                    yield (row, values, None) if isinstance(values, dict) else (row, {}, MALFORMED_JSON)
 
     def _parquet_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
         pa = require("pyarrow", for_what="reading parquet rows")

@@ -14,7 +14,8 @@ Three layouts are read, told apart by what an `--input` names:
   counted as `symlinked_folder`, and so is a folder the job may not list, as `unreadable_folder`
   (what it holds is unknown); a symlink leading nowhere is counted by the reader under its reason;
 - a file or glob: images (one Source each, unlabelled), or `.parquet` / `.jsonl` rows naming an image
-  (bytes or a path) and a caption.
+  (bytes or a path) and a caption; a jsonl file may be compressed (`.jsonl.gz`, `.jsonl.zst`), read as
+  the text jobs read theirs (document_rows.decompressed).
 
 Sources are sorted by path and numbered: the number is the file index of every record's (file, row) key.
 Each Source also carries its `name`, its path relative to the input it came from, which decides the
@@ -29,11 +30,12 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
 from dew.preprocess import files
+from dew.preprocess.document_rows import COMPRESSIONS, without_compression
 from dew.preprocess.files import InputFile
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".tif", ".tiff")
@@ -48,7 +50,9 @@ UNSUPPORTED = "unsupported"
 NON_UTF8_NAME = "non_utf8_name"
 # Kinds of Source that are one file, read in units of many (see reads).
 FILE_KINDS = ("image", UNSUPPORTED, NON_UTF8_NAME)
-ROW_SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".ndjson": "jsonl"}
+ROW_SUFFIXES = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+# Kinds of row file that may also be compressed: their name ends in .gz, .zst or .zstd besides (COMPRESSIONS).
+COMPRESSIBLE = ("jsonl", "csv")
 HF_STATE = "state.json"
 HF_DICT = "dataset_dict.json"
 # The field the class directory of an ImageFolder input goes into.
@@ -160,9 +164,17 @@ def reads(sources: Sequence[Source]) -> list[tuple[Source, ...]]:
     return units
 
 
-def _row_kind(path: str) -> str | None:
-    lower = path.lower()
-    return next((kind for suffix, kind in ROW_SUFFIXES.items() if lower.endswith(suffix)), None)
+def row_kind(path: str, suffixes: Mapping[str, str] = ROW_SUFFIXES) -> str | None:
+    """The kind of row file `path` names by its suffix (any case), compressed or not; None for no row file."""
+    name = without_compression(path)
+    kind = next((kind for suffix, kind in suffixes.items() if name.endswith(suffix)), None)
+    return kind if name == path.lower() or kind in COMPRESSIBLE else None
+
+
+def row_suffixes(suffixes: Mapping[str, str] = ROW_SUFFIXES) -> str:
+    """The row file names `suffixes` allow, for a message: `.parquet, .jsonl, .ndjson; jsonl also .gz, .zst, .zstd`."""
+    compressible = "/".join(sorted({kind for kind in suffixes.values() if kind in COMPRESSIBLE}))
+    return f"{', '.join(suffixes)}; {compressible} also {', '.join(COMPRESSIONS)}"
 
 
 def _is_image(path: str) -> bool:
@@ -286,13 +298,13 @@ def find_sources(patterns: Sequence[str]) -> Found:
             listed = list(files.expand_inputs([pattern]))
             sources = []
             for item in listed:
-                kind = "image" if _is_image(item.path) else _row_kind(item.path)
+                kind = "image" if _is_image(item.path) else row_kind(item.path)
                 if kind == "image" and not files.utf8_name(item.path):
                     kind = NON_UTF8_NAME
                 if kind is None:
                     raise ValueError(
                         f"{item.path}: not an image ({', '.join(IMAGE_SUFFIXES)}) nor rows "
-                        f"({', '.join(ROW_SUFFIXES)}); an image folder or saved HF dataset is given as its directory"
+                        f"({row_suffixes()}); an image folder or saved HF dataset is given as its directory"
                     )
                 sources.append((kind, item.path, os.path.basename(item.path), None))
         for source in sources:

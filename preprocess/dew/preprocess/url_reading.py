@@ -1,7 +1,9 @@
 """ReadUrls: url lists → ((file, row), (url, {field: bytes}, draw)), nothing fetched yet.
 
 A url list is rows naming an image by url, with its caption and any extra fields: `.parquet`,
-`.jsonl` (`.jsonl.gz`, `.ndjson`), `.csv` files or globs, or a dataset written by `save_to_disk`.
+`.jsonl` (`.ndjson`), `.csv` files or globs, or a dataset written by `save_to_disk`. A jsonl or csv list
+may be compressed (`.jsonl.gz`, `.csv.zst`, `.zstd`), decompressed as the text jobs' inputs are
+(document_rows.decompressed), so a cut or corrupted stream is a damaged input there as here.
 Rows are read by the images job's own reader (dew.preprocess.image_reading), so a row without a url or
 caption, a caption that is not UTF-8, a jsonl line that is not JSON and a damaged file are counted
 under the same reasons; only the image column differs: it holds a url to fetch, not bytes or a path.
@@ -14,21 +16,18 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
-import io
 import json
 import os
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dew.preprocess import files
-from dew.preprocess.document_rows import CORRUPT_INPUT, MISSING_FIELD, TRUNCATED_INPUT, DamagedInput
+from dew.preprocess.document_rows import CORRUPT_INPUT, MISSING_FIELD, DamagedInput, compression_of, decompressed
 from dew.preprocess.files import InputFile
 from dew.preprocess.image_reading import ReadImages, ReadSource, utf8_field
-from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source
+from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source, row_kind, row_suffixes
 
-URL_SUFFIXES = {**ROW_SUFFIXES, ".csv": "csv", ".csv.gz": "csv"}
+URL_SUFFIXES = {**ROW_SUFFIXES, ".csv": "csv"}
 _Row = tuple[int, bytes | None, dict[str, bytes], str | None]
 
 
@@ -49,9 +48,10 @@ def find_url_sources(patterns: Sequence[str]) -> tuple[tuple[Source, ...], tuple
         else:
             listed = list(files.expand_inputs([pattern]))
             for item in listed:
-                kind = next((k for suffix, k in URL_SUFFIXES.items() if item.path.lower().endswith(suffix)), None)
+                kind = row_kind(item.path, URL_SUFFIXES)
                 if kind is None:
-                    raise ValueError(f"{item.path}: not a url list ({', '.join(URL_SUFFIXES)}) nor a saved HF dataset")
+                    allowed = row_suffixes(URL_SUFFIXES)
+                    raise ValueError(f"{item.path}: not a url list ({allowed}) nor a saved HF dataset")
                 found[item.path] = (kind, os.path.basename(item.path))
         manifest.update((item.path, item) for item in listed)
     sources = tuple(
@@ -84,17 +84,17 @@ class _ReadUrlSource(ReadSource):
         return (None, {}, reason) if reason else (url_bytes, fields, None)
 
     def _csv_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], str | None]]:
-        with files.open_read(source.path) as raw:
-            stream = io.BufferedReader(gzip.GzipFile(fileobj=raw)) if source.path.endswith(".gz") else raw
+        with (
+            files.open_read(source.path) as raw,
+            decompressed(raw, compression_of(source.path), label="csv") as stream,
+        ):
             # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
             # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
             text = codecs.getreader("utf-8-sig")(stream, "surrogateescape")  # errors=, positional in typeshed
             try:
                 for row, values in enumerate(csv.DictReader(text)):
                     yield row, values, None
-            except EOFError as error:
-                raise DamagedInput(TRUNCATED_INPUT, f"csv: {error}") from error
-            except (gzip.BadGzipFile, zlib.error, csv.Error) as error:
+            except csv.Error as error:
                 raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
 
 
