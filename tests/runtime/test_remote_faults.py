@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from dew.data import remote, retries, shard_cache
+from dew.data import retries, shard_cache
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault, FaultProxy
 from tests.runtime.test_remote import _upload, _upload_directory
