@@ -14,8 +14,8 @@ def _stop_chars() -> tuple[str, ...]:
     return tuple(tables()["terminal_punctuation"])
 
 
-def fineweb_failure(text: str, config: QualityConfig, words: list[str] | None = None) -> str | None:
-    """The first FineWeb rule `text` fails, or None; `words` are split_words(text) when the caller has them."""
+def fineweb_failure(text: str, config: QualityConfig, word_count: int | None = None) -> str | None:
+    """The first FineWeb rule `text` fails, or None; `word_count` is len(split_words(text)) when the caller has it."""
     lines = [line for line in text.split("\n") if line.strip() != ""]
     if not lines:
         return "fineweb_empty"
@@ -27,8 +27,9 @@ def fineweb_failure(text: str, config: QualityConfig, words: list[str] | None = 
         return "fineweb_short_line_ratio"
     if duplicates(lines)[1] / (len(text) - text.count("\n")) > config.char_duplicates_ratio:
         return "fineweb_char_dup_ratio"
-    if words is None:
-        words = split_words(text)
-    if text.count("\n") / len(words) > config.new_line_ratio:
+    del lines
+    if word_count is None:
+        word_count = len(split_words(text))
+    if text.count("\n") / word_count > config.new_line_ratio:
         return "fineweb_list_ratio"
     return None

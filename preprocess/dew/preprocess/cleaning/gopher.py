@@ -77,12 +77,14 @@ def repetition_failure(text: str, words: list[str], config: QualityConfig) -> st
         return "gopher_rep_dup_para_frac"
     if config.dup_para_char_frac and chars / size > config.dup_para_char_frac:
         return "gopher_rep_dup_para_char_frac"
+    del paragraphs  # each list a few bytes per byte of text: not alive beside the next, nor the n-gram arrays
     lines = _LINES.split(text)
     repeats, chars = duplicates(lines)
     if config.dup_line_frac and repeats / len(lines) > config.dup_line_frac:
         return "gopher_rep_dup_line_frac"
     if config.dup_line_char_frac and chars / size > config.dup_line_char_frac:
         return "gopher_rep_dup_line_char_frac"
+    del lines
     if len(words) >= LARGE_WORDS:
         from dew.preprocess.cleaning.ngrams import WordGrams  # numpy: imported for large documents only
 
@@ -124,14 +126,24 @@ def _facts(word: str) -> tuple[bool, bool]:
 
 def quality_failure(text: str, words: list[str], config: QualityConfig) -> str | None:
     """The first Gopher quality rule `text` fails, or None."""
-    facts = [_facts(word) for word in words]
+    # Counted over the distinct words (a word's facts are its own): no list of facts or lengths a word long.
+    counts = Counter(words)
     n_words = len(words)
-    lengths = [len(word) for word, (non_symbol, _) in zip(words, facts, strict=True) if non_symbol]
-    if config.min_doc_words and len(lengths) < config.min_doc_words:
+    kept = kept_chars = alpha = 0
+    for word, number in counts.items():
+        non_symbol, has_alpha = _facts(word)
+        if non_symbol:
+            kept += number
+            kept_chars += number * len(word)
+        if has_alpha:
+            alpha += number
+    stop_words = len(config.stop_word_set.intersection(counts)) if config.min_stop_words else 0
+    del counts
+    if config.min_doc_words and kept < config.min_doc_words:
         return "gopher_short_doc"
-    if config.max_doc_words and len(lengths) > config.max_doc_words:
+    if config.max_doc_words and kept > config.max_doc_words:
         return "gopher_long_doc"
-    mean = sum(lengths) / len(lengths) if lengths else math.nan  # numpy's mean of nothing: never out of range
+    mean = kept_chars / kept if kept else math.nan  # numpy's mean of nothing: never out of range
     if config.min_avg_word_length and mean < config.min_avg_word_length:
         return "gopher_below_avg_threshold"
     if config.max_avg_word_length and mean > config.max_avg_word_length:
@@ -151,9 +163,8 @@ def quality_failure(text: str, words: list[str], config: QualityConfig) -> str |
             ending = sum(line.rstrip().endswith(("...", "…")) for line in lines)
             if ending / len(lines) > config.max_ellipsis_lines_ratio:
                 return "gopher_too_many_end_ellipsis"
-        alpha = sum(has_alpha for _, has_alpha in facts)
         if config.max_non_alpha_words_ratio and alpha / n_words < config.max_non_alpha_words_ratio:
             return "gopher_below_alpha_threshold"
-    if config.min_stop_words and len(config.stop_word_set.intersection(words)) < config.min_stop_words:
+    if config.min_stop_words and stop_words < config.min_stop_words:
         return "gopher_enough_stop_words"
     return None

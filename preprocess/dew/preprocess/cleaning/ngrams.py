@@ -24,28 +24,54 @@ from typing import Any
 
 import numpy as np
 
-BLOCK = 1 << 16  # positions hashed or checked at a time: bounds the Python objects alive at once
+BLOCK = 1 << 14  # positions hashed at a time: bounds the Python objects alive at once (about 2 MB)
 _hash = hash  # a name of its own, so a test can force collisions
 
 
 def _first_positions(codes: Any) -> Any:
-    """For each element, the position of the first element equal to it."""
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    return first[inverse.reshape(-1)]
+    """For each element of `codes` (int64, consumed: sorted in place), the position of the first element equal
+    to it, as int32. np.unique(return_index=True, return_inverse=True) gives the same in over twice the memory
+    (a sorted copy, int64 inverse and index arrays): here one int64 order and int32 arrays besides the codes."""
+    size = len(codes)
+    if not size:
+        return np.zeros(0, dtype=np.int32)
+    order = codes.argsort()
+    codes.sort()  # the same sorted values as codes[order], without a second array
+    new = np.empty(size, dtype=bool)
+    new[0] = True
+    np.not_equal(codes[1:], codes[:-1], out=new[1:])
+    del codes  # the caller's reference is its last: the codes are freed here
+    order = order.astype(np.int32)
+    starts = np.flatnonzero(new)
+    firsts = np.minimum.reduceat(order, starts)  # the order within a run of equal codes is arbitrary
+    del starts
+    group = np.cumsum(new, dtype=np.int32)
+    del new
+    group -= 1
+    values = firsts[group]
+    del group, firsts
+    out = np.empty(size, dtype=np.int32)
+    out[order] = values
+    return out
 
 
 class WordGrams:
     """The n-gram counts of one document's words; tuple ids are extended from the last n asked for."""
 
+    _ids: Any  # int32 first positions of the last n's tuples (None while the next n's are sorted)
+
     def __init__(self, words: list[str]) -> None:
         self.size = len(words)
-        if self.size >= 1 << 31:  # ids multiply to under 2 ** 62
+        if self.size >= 1 << 31:  # positions fit int32, and ids multiply to under 2 ** 62
             raise ValueError(f"a document of {self.size} words is beyond the n-gram arrays' range")
         first: dict[str, int] = {}
-        self.word_ids = np.fromiter(map(first.setdefault, words, count()), dtype=np.int64, count=self.size)
+        self.word_ids = np.fromiter(map(first.setdefault, words, count()), dtype=np.int32, count=self.size)
         del first
-        self.offsets = np.zeros(self.size + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, words), dtype=np.int64, count=self.size), out=self.offsets[1:])
+        lengths = np.fromiter(map(len, words), dtype=np.int64, count=self.size)
+        total = int(lengths.sum())
+        self.offsets = np.zeros(self.size + 1, dtype=np.int32 if total < 1 << 31 else np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        del lengths
         self._n, self._ids = 1, self.word_ids
 
     def tuple_ids(self, n: int) -> Any:
@@ -55,8 +81,17 @@ class WordGrams:
         while self._n < n:
             self._n += 1
             grams = self.size - self._n + 1
-            self._ids = _first_positions(self._ids[:grams] * self.size + self.word_ids[self._n - 1 :])
+            # The codes go straight into the call, which holds their only reference and frees them early.
+            self._ids = _first_positions(self._codes(grams))
         return self._ids
+
+    def _codes(self, grams: int) -> Any:
+        """(id of the first n - 1 words) * size + id of the nth word, for each start of n words: the n-gram."""
+        codes = self._ids[:grams].astype(np.int64)
+        codes *= self.size
+        codes += self.word_ids[self._n - 1 :]
+        self._ids = None  # the last n's ids are not needed past here: freed before the sort
+        return codes
 
     def top_gram_chars(self, n: int) -> int:
         """gopher._top_gram_chars: characters of the first most frequent n-gram (words and n - 1 spaces) x count."""
@@ -71,7 +106,7 @@ class WordGrams:
         if grams <= 0:
             return 0
         ids = _first_positions(self._hashes(joined, n, grams))
-        repeats = ids != np.arange(grams)
+        repeats = ids != np.arange(grams, dtype=np.int32)
         bound = int(self.offsets[n:][repeats].sum() - self.offsets[:grams][repeats].sum())
         del repeats
         if bound / size <= fraction:

@@ -72,21 +72,24 @@ def filter_text(text: str, config: QualityConfig) -> tuple[str, str | None]:
         reason = language_failure(text, config)
         if reason:
             return text, reason
-    # Split once, and only when a Gopher family reads the words; FineWeb splits them itself otherwise.
-    words: list[str] | None = None
+    # Split once, and only when a Gopher family reads the words; FineWeb splits them itself otherwise. Only
+    # their count outlives the Gopher rules: C4 and FineWeb run without the list of words alive.
+    word_count: int | None = None
     if config.gopher_repetition or config.gopher_quality:
-        split = words = split_words(text)
-        if config.gopher_repetition and (reason := repetition_failure(text, split, config)):
+        words = split_words(text)
+        word_count = len(words)
+        if config.gopher_repetition and (reason := repetition_failure(text, words, config)):
             return text, reason
-        if config.gopher_quality and (reason := quality_failure(text, split, config)):
+        if config.gopher_quality and (reason := quality_failure(text, words, config)):
             return text, reason
+        del words
     if config.c4:
         kept, reason = c4_lines(text, config)
         if reason:
             return text, reason
         if kept != text:
-            text, words = kept, None
-    if config.fineweb and (reason := fineweb_failure(text, config, words)):
+            text, word_count = kept, None
+    if config.fineweb and (reason := fineweb_failure(text, config, word_count)):
         return text, reason
     return text, None
 

@@ -19,9 +19,10 @@ import json
 import re
 import unicodedata
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator
-from functools import cache
-from itertools import chain
+from functools import cache, partial
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ class _Tokenizer:
         # by its rule when its text (tokens with the spaces between them) is a rule: only one inside a chunk.
         by_first = self.by_first
         matches: list[tuple[int, int]] = []
-        for start in [index for index, word in enumerate(words) if word in by_first]:
+        for start in (index for index, word in enumerate(words) if word in by_first):
             for pattern in by_first[words[start]]:
                 end = start + len(pattern)
                 if len(pattern) > 1 and words[start + 1 : start + 2] != [pattern[1]]:
@@ -172,16 +173,19 @@ class _Tokenizer:
                     matches.append((start, end))
         if not matches:
             return words
-        chunk_of: list[int] = [index for index, size in enumerate(sizes) for _ in range(size)]
-        separators: list[str] | None = None
+        # A word's chunk by bisection over the chunks' cumulative token counts, and the separators after
+        # each chunk as one flag a chunk: not a list of every word's chunk or every whitespace run.
+        ends = array("Q", accumulate(sizes))
+        chunk_of = partial(bisect_right, ends)
+        single: bytearray | None = None
         valid: list[tuple[int, int]] = []
         for start, end in matches:
-            first_chunk, last_chunk = chunk_of[start], chunk_of[end - 1]
+            first_chunk, last_chunk = chunk_of(start), chunk_of(end - 1)
             if first_chunk != last_chunk:
                 # Across chunks only over single spaces (anything else is a whitespace token between).
-                if separators is None:
-                    separators = _WHITESPACE_RUNS.split(text.strip())[1::2]
-                if any(separators[k] != " " for k in range(first_chunk, last_chunk)):
+                if single is None:
+                    single = _single_spaces(text, len(ends))
+                if not all(single[first_chunk:last_chunk]):
                     continue
             valid.append((start, end))
         matches = valid
@@ -197,13 +201,28 @@ class _Tokenizer:
         out: list[str] = []
         position = 0
         for start, end in sorted(kept):
-            if chunk_of[start] != chunk_of[end - 1]:
+            if chunk_of(start) != chunk_of(end - 1):
                 continue
             out.extend(words[position:start])
             out.extend(self.specials["".join(words[start:end])])
             position = end
         out.extend(words[position:])
         return out
+
+
+def _single_spaces(text: str, chunks: int) -> bytearray:
+    """For each of the first chunks - 1 whitespace runs between text.split()'s chunks, 1 if it is one space."""
+    flags = bytearray(max(chunks - 1, 0))
+    runs = _WHITESPACE_RUNS.finditer(text)
+    index = 0
+    for run in runs:
+        if run.start() == 0:
+            continue  # leading whitespace: before the first chunk
+        if index == len(flags):
+            break  # trailing whitespace, after the last chunk
+        flags[index] = run.group() == " "
+        index += 1
+    return flags
 
 
 def _parts(text: str) -> list[str] | Iterator[str]:
