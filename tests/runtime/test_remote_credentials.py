@@ -13,6 +13,7 @@ import datetime
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -180,8 +181,9 @@ def test_a_refresh_that_fails_is_one_clear_error_at_once(serve, monkeypatch, whe
     assert bearers(server) == ([] if expired else ["Bearer stale"]), "an expired token was sent"
 
 
-def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, monkeypatch) -> None:
-    """Small objects (meta.json) are read by remote's AuthorizedSession, which refreshes on its own."""
+def revoked_session(serve, monkeypatch) -> tuple[Any, Revoked]:
+    """remote's own AuthorizedSession (the one meta.json reads and listings use) holding credentials whose
+    refresh fails, in front of a server that must see no request; returns the server and the credentials."""
     import google.auth.transport.requests
 
     monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
@@ -190,6 +192,12 @@ def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, m
     credentials = Revoked()
     session = google.auth.transport.requests.AuthorizedSession(credentials)
     monkeypatch.setattr(remote, "_SESSION", ((os.getpid(), remote._endpoint()), session))
+    return server, credentials
+
+
+def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, monkeypatch) -> None:
+    """Small objects (meta.json) are read by remote's AuthorizedSession, which refreshes on its own."""
+    server, credentials = revoked_session(serve, monkeypatch)
     with pytest.raises(
         storage_errors.CredentialsFailed, match=f"{URI}: the Google credentials .*Revoked.* invalid_grant"
     ):
@@ -209,14 +217,7 @@ def test_a_refresh_that_fails_in_the_requests_session_is_the_same_error(serve, m
 def test_a_refresh_that_fails_for_a_listing_is_the_same_error_at_once(serve, monkeypatch, lookup) -> None:
     """Listing and existence checks use the reads' session and credentials: a failed refresh is said at
     the first attempt, as for a read, not retried by a library of its own (nor swapped for anonymous access)."""
-    import google.auth.transport.requests
-
-    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
-    server = serve("t1")
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.url)
-    credentials = Revoked()
-    session = google.auth.transport.requests.AuthorizedSession(credentials)
-    monkeypatch.setattr(remote, "_SESSION", ((os.getpid(), remote._endpoint()), session))
+    server, credentials = revoked_session(serve, monkeypatch)
     with pytest.raises(
         storage_errors.CredentialsFailed,
         match=r"gs://dew-test/corpus: the Google credentials .*Revoked.* invalid_grant",
