@@ -18,7 +18,7 @@ first.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dew.data import formats, remote
@@ -30,29 +30,33 @@ EXCERPT_CHARS = 160
 _TRAIN = "train"
 
 
-def explain_duplicates(path: str, meta: formats.Meta, examples: Mapping[str, Any]) -> dict[str, Any]:
-    """`examples` (stats.json's drop_examples), each duplicate's with `removed` and `kept` added.
+def explain(path: str, meta: formats.Meta, examples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`examples` (removals: {"path", "row", "id"}, and "duplicate_of", "duplicate_in" for a duplicate),
+    each with `removed` added, and `kept` for a duplicate; any other example (a row dropped on reading)
+    is returned as it is.
 
     `removed` is {"excerpt"} of the removed document's text as its source holds it; `kept` is {"id",
     "corpus", "source", "row", "excerpt"} of the document it duplicates, corpus being the directory
     that holds it (`path`, or an --against corpus). Either is {"missing": why} instead where it could
-    not be read, naming the path."""
+    not be read, naming the path. Each source file is read once, up to the last row wanted of it."""
     against = {a["path"]: a["fingerprint"] for a in meta.config.get("against") or ()}
-    out = dict(examples)
-    for reason, example in examples.items():
-        if not example.get("duplicate_of"):
+    wanted: dict[str, set[int]] = {}
+    for example in examples:
+        if "id" in example:
+            wanted.setdefault(example["path"], set()).add(example["row"])
+    texts = {source: _removed_rows(source, rows, meta.config) for source, rows in wanted.items()}
+    out = []
+    for example in examples:
+        if "id" not in example:
+            out.append(dict(example))
             continue
-        corpus = example.get("duplicate_in") or path
-        recorded = None if corpus == path else against.get(corpus)
-        out[reason] = {
-            **example,
-            "removed": _removed(example["path"], example["row"], meta.config),
-            "kept": {
-                "id": example["duplicate_of"],
-                "corpus": corpus,
-                **_kept(corpus, example["duplicate_of"], recorded),
-            },
-        }
+        found = {**example, "removed": texts[example["path"]][example["row"]]}
+        if example.get("duplicate_of"):
+            corpus = example.get("duplicate_in") or path
+            recorded = None if corpus == path else against.get(corpus)
+            kept = _kept(corpus, example["duplicate_of"], recorded)
+            found["kept"] = {"id": example["duplicate_of"], "corpus": corpus, **kept}
+        out.append(found)
     return out
 
 
@@ -96,24 +100,39 @@ def _find(local: str, doc_id: str) -> dict[str, str] | None:
 
 
 def _removed(source: str, row: int, config: Mapping[str, Any]) -> dict[str, Any]:
-    """An excerpt of the text at `row` of `source`, read through DocumentRows with the options the clean
-    job recorded, so the row is the very document the job read there."""
+    """An excerpt of the text at `row` of `source` (see _removed_rows)."""
+    return _removed_rows(source, {row}, config)[row]
+
+
+def _removed_rows(source: str, rows: Collection[int], config: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """{row: excerpt of its text} for `rows` of `source`, read through DocumentRows with the options the
+    clean job recorded, so each row is the very document the job read there; {row: {"missing": why}} for
+    a row that could not be read."""
+    found: dict[int, dict[str, Any]] = {}
+    why: tuple[str, str | None]  # what is said before a missing row's number and after it (None: no number)
     if remote.is_remote(source):
-        return {"missing": f"{source} is not read by inspect (a gs:// source)"}
+        return {row: {"missing": f"{source} is not read by inspect (a gs:// source)"} for row in rows}
+    last = max(rows)
     try:
-        rows = DocumentRows(source, ReadOptions.recorded(config))
+        reader = DocumentRows(source, ReadOptions.recorded(config))
         with open(_checked(source), "rb") as raw:
-            found = rows.at(raw, row)
+            for row, text, reason in reader.read(raw):
+                if row in rows:
+                    found[row] = {"excerpt": excerpt(text)} if text is not None else _no_text(source, row, reason)
+                if row >= last:
+                    break
     except DamagedInput as damage:
-        return {"missing": f"{source}: {damage.reason.replace('_', ' ')} before row {row} ({damage})"}
+        why = (f"{source}: {damage.reason.replace('_', ' ')} before row ", f" ({damage})")
     except (OSError, ValueError) as error:
-        return {"missing": f"{source}: {error}"}
-    if found is None:
-        return {"missing": f"{source} ends before row {row}"}
-    _, text, reason = found
-    if text is None:
-        return {"missing": f"{source} holds no text at row {row} ({str(reason).replace('_', ' ')})"}
-    return {"excerpt": excerpt(text)}
+        why = (f"{source}: {error}", None)
+    else:
+        why = (f"{source} ends before row ", "")
+    head, tail = why
+    return {row: found.get(row) or {"missing": head if tail is None else f"{head}{row}{tail}"} for row in rows}
+
+
+def _no_text(source: str, row: int, reason: str | None) -> dict[str, Any]:
+    return {"missing": f"{source} holds no text at row {row} ({str(reason).replace('_', ' ')})"}
 
 
 def _checked(source: str) -> str:

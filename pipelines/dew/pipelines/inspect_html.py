@@ -52,6 +52,7 @@ figcaption{font-size:12px;color:#3a4355;margin-top:4px;overflow-wrap:anywhere}
 .clip{margin:12px 0;padding-bottom:10px;border-bottom:1px solid #e8ecf2}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:10px;margin-top:6px}
 .pair p{margin:0 0 2px}
+.removal+.removal{border-top:1px solid #ddd;margin-top:8px;padding-top:8px}
 pre.sample{white-space:pre-wrap;background:#f7f9fc;border:1px solid #e3e8ef;padding:8px;border-radius:6px}
 """
 
@@ -136,9 +137,14 @@ def _books(summary: Summary) -> str:
         )
     dropped = dict(sorted(stats["dropped"].items(), key=lambda kv: -kv[1]))
     if dropped:
-        examples = stats.get("drop_examples", {})
-        rows = [(reason, n, _example(examples.get(reason))) for reason, n in dropped.items()]
-        parts.append(_table(("reason", "dropped", "example"), rows, numeric=(1,)))
+        examples, removals = stats.get("drop_examples", {}), stats.get("removal_examples", {})
+        rows = [
+            (reason, n, _examples(removals.get(reason)) if reason in removals else _example(examples.get(reason)))
+            for reason, n in dropped.items()
+        ]
+        parts.append(_table(("reason", "dropped", "examples"), rows, numeric=(1,)))
+        for problem in stats.get("removal_problems", ()):
+            parts.append(f"<p class='note'>removal table not read: {escape(problem)}</p>")
         parts.append(
             svg_plots.bars("dropped by reason", dropped, axis=f"{stats.get('read', {}).get('unit', 'records')}")
         )
@@ -157,7 +163,14 @@ def _example(example: Mapping[str, Any] | None) -> _Markup:
     shown = f"<span class='mono'>{escape(where)}</span>" + (f"<br>{escape(error)}" if error else "")
     if "kept" in example:
         shown += _duplicate(example["removed"], example["kept"])
+    elif "removed" in example:
+        shown += _excerpt(example["removed"])
     return _Markup(shown)
+
+
+def _examples(examples: list[Mapping[str, Any]]) -> _Markup:
+    """Each removal of a reason inspect explains, one after another."""
+    return _Markup("".join(f"<div class='removal'>{_example(example)}</div>" for example in examples))
 
 
 def _duplicate(removed: Mapping[str, Any], kept: Mapping[str, Any]) -> str:

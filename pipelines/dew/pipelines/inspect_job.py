@@ -55,6 +55,12 @@ def parser() -> argparse.ArgumentParser:
         default=SAMPLE_RECORDS,
         help="records (64 MiB at most) read for a packed-dict directory's field and caption statistics",
     )
+    p.add_argument(
+        "--removals",
+        type=flags.positive_int,
+        default=3,
+        help="removed documents explained a reason (a documents directory), read from its removal tables",
+    )
     p.add_argument("--html", default=None, help="also write a self-contained HTML report here")
     return p
 
@@ -70,7 +76,12 @@ def main(argv: Sequence[str] | None = None) -> Summary:
     """
     args, _ = flags.parse(parser(), argv, beam=False)
     summary = summarize(
-        args.path, seq_len=args.seq_len, packing_bins=args.packing_bins, samples=args.samples, sample=args.sample
+        args.path,
+        seq_len=args.seq_len,
+        packing_bins=args.packing_bins,
+        samples=args.samples,
+        sample=args.sample,
+        removals=args.removals,
     )
     render(summary, sys.stdout)
     if args.html:
@@ -110,8 +121,12 @@ def render(summary: Summary, out: TextIO) -> None:
         for reason, n in sorted(stats["dropped"].items(), key=lambda kv: -kv[1]):
             example = stats.get("drop_examples", {}).get(reason)
             say(f"    dropped {reason}: {n:,}{_example(example)}")
-            if example and "kept" in example:
-                _duplicate(example, summary.path, say)
+            for i, removal in enumerate(stats.get("removal_examples", {}).get(reason, ())):
+                if i:
+                    say(f"      and {_where(removal)}:")
+                _removal(removal, summary.path, say)
+        for problem in stats.get("removal_problems", ()):
+            say(f"    removal table not read: {problem}")
     else:
         say("  no stats.json: drop reasons unknown")
     if summary.documents:
@@ -161,18 +176,25 @@ def _example(example: dict[str, Any] | None) -> str:
     if example is None:
         return ""
     if "row" in example:
-        of = f", a duplicate of {example['duplicate_of']}" if example.get("duplicate_of") else ""
-        if of and example.get("duplicate_in"):
-            of += f" in {example['duplicate_in']}"
-        return f" (e.g. {example['path']} row {example['row']}{of})"
+        return f" (e.g. {_where(example)})"
     path, error = example["path"], example["error"]
     return f" (e.g. {error})" if error.startswith(path) else f" (e.g. {path}: {error})"
 
 
-def _duplicate(example: dict[str, Any], path: str, say: Callable[..., None]) -> None:
-    """The removed document's text above the one it duplicates, with where that one came from."""
-    removed, kept = example["removed"], example["kept"]
-    say(f"      removed: {_shown(removed)}")
+def _where(example: dict[str, Any]) -> str:
+    """Where a dropped row was, and for a duplicate the id of the document it duplicates."""
+    of = f", a duplicate of {example['duplicate_of']}" if example.get("duplicate_of") else ""
+    if of and example.get("duplicate_in"):
+        of += f" in {example['duplicate_in']}"
+    return f"{example['path']} row {example['row']}{of}"
+
+
+def _removal(example: dict[str, Any], path: str, say: Callable[..., None]) -> None:
+    """The removed document's text, above the one it duplicates and where that one came from."""
+    say(f"      removed: {_shown(example['removed'])}")
+    kept = example.get("kept")
+    if kept is None:
+        return
     if "missing" in kept:
         say(f"      kept {kept['id']}: not found: {kept['missing']}")
         return

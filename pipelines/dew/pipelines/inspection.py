@@ -19,7 +19,8 @@ from dew.data import formats, packing, remote
 from dew.data.sections import DocumentsSection
 from dew.data.tokens.mixture_plan import MIXTURE_FORMAT, is_plan
 from dew.data.tokens.opening import open_tokens
-from dew.pipelines.inspect_duplicates import explain_duplicates
+from dew.pipelines.inspect_duplicates import explain
+from dew.pipelines.inspect_removals import removal_examples
 from dew.pipelines.inspect_sample import Sample, image_sides, read_sample, text_of
 
 _TRAIN = "train"
@@ -57,13 +58,20 @@ class Summary:
 
 
 def summarize(
-    path: str, *, seq_len: int | None = None, packing_bins: int = 8, samples: int = 3, sample: int = SAMPLE_RECORDS
+    path: str,
+    *,
+    seq_len: int | None = None,
+    packing_bins: int = 8,
+    samples: int = 3,
+    sample: int = SAMPLE_RECORDS,
+    removals: int = 3,
 ) -> Summary:
     """The summary of a committed directory of any kind, or of a mixture plan (mixture.json).
 
     `samples` records are shown; `sample` records at most (and 64 MiB) are read for a packed-dict
     directory's field statistics. The packing fill is at `seq_len`, else at the train split's first
-    plan written offline (a corpus tokenized with --pack)."""
+    plan written offline (a corpus tokenized with --pack). A documents directory's removals are
+    explained, up to `removals` a reason (the removed text, and the kept document of a duplicate)."""
     path = path.rstrip("/")
     if is_plan(path):
         return _plan(path)
@@ -90,8 +98,9 @@ def summarize(
         "config": dict(meta.config),
         "stats": _stats(path),
     }
-    if meta.kind == DocumentsSection.KIND and "drop_examples" in found["stats"]:
-        found["stats"]["drop_examples"] = explain_duplicates(path, meta, found["stats"]["drop_examples"])
+    if meta.kind == DocumentsSection.KIND:
+        _explain_removals(path, meta, found["stats"], removals)
+    found["stats"].pop("removal_tables", None)
     if meta.kind != "tokens":
         read = read_sample(path, meta, max(sample, samples))
         if read is None:
@@ -105,6 +114,22 @@ def summarize(
     if lengths.size:
         found["packing"] = _packing(path, meta, lengths, seq_len, packing_bins, found["stats"])
     return Summary(**found, samples=_documents(path, meta, ends, samples))
+
+
+def _explain_removals(path: str, meta: formats.Meta, stats: dict[str, Any], per_reason: int) -> None:
+    """A documents directory's removals, `per_reason` a reason from its removal tables, each explained
+    (the removed text and, for a duplicate, the kept document): stats["removal_examples"], the first of
+    each also its drop example, and stats["removal_problems"] when a table was not read."""
+    examples, problems = removal_examples(path, meta, stats, per_reason)
+    listed = [(reason, example) for reason, found in examples.items() for example in found]
+    explained = explain(path, meta, [example for _, example in listed])
+    stats["removal_examples"] = {reason: [] for reason in examples}
+    for (reason, _), example in zip(listed, explained, strict=True):
+        stats["removal_examples"][reason].append(example)
+    for reason, found in stats["removal_examples"].items():
+        stats["drop_examples"][reason] = found[0]
+    if problems:
+        stats["removal_problems"] = problems
 
 
 def _packing(
@@ -184,7 +209,8 @@ def _stats(path: str) -> dict[str, Any]:
         data = json.loads(_read(name))
     except FileNotFoundError:
         return {}  # a directory another tool wrote: the contract makes stats.json optional
-    out: dict[str, Any] = {key: data[key] for key in ("files_unreadable", "packing") if key in data}
+    kept = ("files_unreadable", "packing", "removal_tables")
+    out: dict[str, Any] = {key: data[key] for key in kept if key in data}
     out["dropped"] = {reason: n for reason, n in data.get("dropped", {}).items() if n}
     out.update(_books(data))
     examples = {reason: dict(example) for reason, example in data.get("drop_examples", {}).items()}

@@ -23,16 +23,13 @@ from dew.data.committed import JOB_MARKER
 from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name, write_meta
 from dew.data.record_index import INDEX_SUFFIX
 from dew.preprocess import files
+from dew.preprocess.constants import REMOVALS_SUFFIX, STATUS_SUFFIX
 from dew.preprocess.job_errors import OutputConflictError
 from dew.preprocess.piece_lengths import write_piece_indexes
 
 # The job's claim on its output; dew.data.committed reads it to name an uncommitted directory.
 MARKER = JOB_MARKER
 STATS = "stats.json"
-# Per-shard tables beside the shards (ingest-urls' fetch outcomes), named `<shard name minus ext>.status.parquet`.
-STATUS_SUFFIX = ".status.parquet"
-# Per-shard tables of the documents the clean job removed, named `<shard name minus ext>.removals.parquet`.
-REMOVALS_SUFFIX = ".removals.parquet"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -12,3 +12,7 @@ STATS_TAG = "stats"
 DAMAGED = "damaged_inputs"
 # A record's draw (a hash of where it came from) is an integer in [0, DRAW): it decides split and shard.
 DRAW = float(1 << 64)
+# Per-shard tables beside the shards, named `<shard name minus ext><suffix>`: ingest-urls' fetch outcomes,
+# and the documents the clean job removed (read by inspect, which must not import Beam).
+STATUS_SUFFIX = ".status.parquet"
+REMOVALS_SUFFIX = ".removals.parquet"

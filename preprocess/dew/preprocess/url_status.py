@@ -22,7 +22,7 @@ from typing import Any
 from dew.data.extras import require
 from dew.data.images import fetch
 from dew.preprocess import files
-from dew.preprocess.commit import STATUS_SUFFIX
+from dew.preprocess.constants import STATUS_SUFFIX
 
 WRITTEN, DROPPED = "written", "dropped"
 # Drops a later run may fetch again: the server failed or took too long. Every other reason is the

@@ -24,7 +24,7 @@ from dew.data.sections import DocumentsSection
 from dew.preprocess import files
 from dew.preprocess.cleaning.plan import Against
 from dew.preprocess.cleaning.removals import removals_name
-from dew.preprocess.commit import REMOVALS_SUFFIX
+from dew.preprocess.constants import REMOVALS_SUFFIX
 
 _BATCH = 1024
 

@@ -11,6 +11,8 @@ the worker that groups that shard: `train-00003-of-00016.removals.parquet` besid
     duplicate_in  for a duplicate, "" when that document is in this directory, else the path of the
                   --against corpus holding it; else null
     source, row   where the removed document was read
+
+Importing it imports no Beam: `dew-preprocess inspect` reads the tables to show removals.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from dew.data import remote
 from dew.data.extras import require
-from dew.preprocess import files
-from dew.preprocess.commit import REMOVALS_SUFFIX
+from dew.preprocess.constants import REMOVALS_SUFFIX
 
 COLUMNS = ("id", "reason", "duplicate_of", "duplicate_in", "source", "row")
 Removal = tuple[str, str, str | None, str | None, str, int]
@@ -50,7 +52,7 @@ def table_bytes(rows: Iterable[Removal]) -> bytes:
 
 
 def read_table(path: str) -> list[dict[str, Any]]:
-    """A removal table's rows as dicts, in id order."""
+    """A removal table's rows as dicts, in id order (a local path or gs://)."""
     pq = require("pyarrow.parquet", for_what="removal tables")
-    with files.open_read(path) as f:
-        return pq.read_table(f).to_pylist()
+    source = io.BytesIO(remote.read_bytes(path)) if remote.is_remote(path) else path
+    return pq.read_table(source).to_pylist()
