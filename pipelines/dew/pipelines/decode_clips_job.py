@@ -44,8 +44,8 @@ def parser() -> argparse.ArgumentParser:
     p = flags.parser("dew-preprocess decode-clips", __doc__.split("\n\n")[0])
     flags.committed_io(
         p,
-        inputs="a folder of videos, video files or globs, or a .jsonl/.csv/.parquet list of path and caption; "
-        "repeatable",
+        inputs="a folder of videos, video files or globs, or a .jsonl/.csv/.parquet list of path and caption "
+        "(jsonl, csv also .gz/.zst); repeatable",
         output="clips directory (local or gs://)",
     )
     p.add_argument(

@@ -6,14 +6,21 @@ What an `--input` names decides how it is read:
 - a directory with layout voxceleb2: `<root>/<split>/<identity>/<clip>/<utterance>.mp4`, the template
   filled with {split}, {identity}, {clip} and {utterance} besides {stem} and {folder};
 - a `.jsonl`, `.csv` or `.parquet` list: one video a row, its path (relative to the list's directory,
-  absolute, or gs://) under --path_field and its caption under --caption_field;
+  absolute, or gs://) under --path_field and its caption under --caption_field; a jsonl or csv list may
+  be compressed (`.jsonl.gz`, `.csv.zst`, `.zstd`: LAION and DataComp ship their metadata so), opened
+  by document_rows.decompressed as every job opens its compressed rows;
 - any other file or glob: the videos it matches, captioned from the template.
 
 Sources are sorted by path and numbered: the number is the file index of every clip's (file, clip) key.
 Each Source carries its `name` (its path relative to the input, or as its list gives it), which decides
 the shard its clips go to, so a video's clips land where they land whatever else is added beside it. A
 list row that names no video, or none that exists, is still a Source, carrying its `problem`, so the
-job counts it under that reason like any other bad input rather than losing it on the launcher.
+job counts it under that reason like any other bad input rather than losing it on the launcher; so is
+a jsonl line that is not a JSON object (`malformed_json`) and a row that is not UTF-8 (`invalid_utf8`),
+while the rows around it are read. A list that breaks off (a compressed stream cut short or corrupted,
+a parquet file without its footer or with a damaged row group) keeps the rows read before the damage,
+and its lost rest is a Source too, under `truncated_input` or `corrupt_input` as in the images job:
+one for a compressed list, whose lost rows are unknown, one a row for parquet, which knows them.
 """
 
 from __future__ import annotations
@@ -25,30 +32,51 @@ import io
 import json
 import os
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from dew.data.extras import require
 from dew.preprocess import files
-from dew.preprocess.document_rows import without_bom
+from dew.preprocess.document_rows import (
+    CORRUPT_INPUT,
+    INVALID_UTF8,
+    MALFORMED_JSON,
+    MISSING_FIELD,
+    TRUNCATED_INPUT,
+    DamagedInput,
+    compression_of,
+    decompressed,
+    without_bom,
+)
 from dew.preprocess.files import InputFile
+from dew.preprocess.image_sources import row_kind, row_suffixes
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv", ".3gp")
-LIST_SUFFIXES = (".jsonl", ".csv", ".parquet")
+# A list's suffix → its kind; jsonl and csv lists may be compressed besides (image_sources.row_kind).
+LIST_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 LAYOUTS = ("auto", "voxceleb2")
-MISSING_FIELD = "missing_field"
 MISSING_FILE = "missing_file"
 SOURCE_REASONS = (MISSING_FIELD, MISSING_FILE)
+# Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
+# so the stats of a run without such input stay what they were, byte for byte.
+LIST_REASONS = (MALFORMED_JSON, INVALID_UTF8, TRUNCATED_INPUT, CORRUPT_INPUT)
+# A row of a list: its values, or none with why it cannot be read and how ("" when the reason says it all).
+_Row = tuple[Mapping[str, Any], str | None, str]
+# A video found: (path, name, caption, problem, detail), as Source holds them.
+_Found = tuple[str, str, str, str | None, str]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Source:
-    """One video: where it is, the name that places its clips, its caption, or why it cannot be read."""
+    """One video: where it is, the name that places its clips, its caption, or why it cannot be read
+    (`problem`, a reason, and `detail`, the error in words when the launcher knows more than the reason)."""
 
     index: int
     path: str
     name: str
     caption: str
     problem: str | None = None
+    detail: str = ""
 
     def draw(self, clip: int) -> int:
         """A clip's place in [0, 2^64) from where it came from alone; it picks the clip's shard."""
@@ -82,7 +110,7 @@ def _caption(template: str, where: str, **names: str) -> str:
         ) from None
 
 
-def _tree(root: str, listed: Sequence[InputFile], options: SourceOptions) -> Iterator[tuple[str, str, str, str | None]]:
+def _tree(root: str, listed: Sequence[InputFile], options: SourceOptions) -> Iterator[_Found]:
     prefix = root.rstrip("/") + "/"
     depth = 4 if options.layout == "voxceleb2" else None
     for item in listed:
@@ -93,44 +121,111 @@ def _tree(root: str, listed: Sequence[InputFile], options: SourceOptions) -> Ite
         names = {"stem": posixpath.splitext(base)[0], "folder": folder}
         if options.layout == "voxceleb2":
             names.update(zip(("split", "identity", "clip"), folder.split("/"), strict=True), utterance=names["stem"])
-        yield item.path, name, _caption(options.caption_template, f"{root} ({options.layout} layout)", **names), None
+        caption = _caption(options.caption_template, f"{root} ({options.layout} layout)", **names)
+        yield item.path, name, caption, None, ""
 
 
-def _rows(path: str) -> Iterator[dict[str, object]]:
-    data = files.read_bytes(path)
-    if not path.endswith(".parquet"):
-        data = without_bom(data)  # a list saved by a Windows tool
-    if path.endswith(".parquet"):
-        pq = require("pyarrow.parquet", for_what="reading a parquet list of videos")
-        yield from pq.read_table(io.BytesIO(data)).to_pylist()
-    elif path.endswith(".csv"):
-        yield from csv.DictReader(io.StringIO(data.decode("utf-8")))
-    else:
-        for number, line in enumerate(data.decode("utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except ValueError as error:
-                    raise ValueError(f"{path} line {number} is not JSON ({error})") from None
+def _rows(path: str, fields: Sequence[str]) -> Iterator[_Row]:
+    """Every row of the list at `path` (of a parquet list, its `fields` alone), raising DamagedInput where
+    it breaks off, once the rows before were given."""
+    if row_kind(path, LIST_SUFFIXES) == "parquet":
+        yield from _parquet_rows(path, fields)
+        return
+    with files.open_read(path) as raw, decompressed(raw, compression_of(path)) as stream:
+        if row_kind(path, LIST_SUFFIXES) == "csv":
+            # Undecodable bytes become lone surrogates, refused by _listed: a bad cell drops its row only.
+            # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+            # TextIOWrapper takes what the stream holds (read1), as jsonl's lines are taken; codecs' reader
+            # asks for a fixed count, and a cut would lose the rows it held.
+            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+            try:
+                for values in csv.DictReader(text):
+                    yield values, None, ""
+            except csv.Error as error:
+                raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
+            return
+        for number, line in enumerate(stream, 1):
+            line = without_bom(line) if number == 1 else line  # a list saved by a Windows tool
+            if not line.strip():
+                continue
+            try:
+                values = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield {}, INVALID_UTF8, f"line {number} is not UTF-8"
+            except ValueError as error:
+                yield {}, MALFORMED_JSON, f"line {number} is not JSON ({error})"
+            else:
+                if isinstance(values, dict):
+                    yield values, None, ""
+                else:
+                    yield {}, MALFORMED_JSON, f"line {number} is no JSON object"
 
 
-def _listed(path: str, options: SourceOptions) -> Iterator[tuple[str, str, str, str | None]]:
+def _parquet_rows(path: str, fields: Sequence[str]) -> Iterator[_Row]:
+    pa = require("pyarrow", for_what="reading a parquet list of videos")
+    pq = require("pyarrow.parquet", for_what="reading a parquet list of videos")
+    with files.open_read(path) as raw:
+        try:
+            table = pq.ParquetFile(raw)
+        except (pa.ArrowException, OSError) as error:
+            # The footer is written last: a file that starts as parquet but lacks it was cut short.
+            raw.seek(0)
+            reason = TRUNCATED_INPUT if raw.read(4) == b"PAR1" else CORRUPT_INPUT
+            raise DamagedInput(reason, f"parquet: {error}") from error
+        row, rows = 0, table.metadata.num_rows
+        columns = [name for name in fields if name in table.schema_arrow.names]
+        try:
+            # One row group at a time, so the groups before a damaged one are read in full.
+            for group in range(table.num_row_groups):
+                for values in table.read_row_group(group, columns=columns).to_pylist():
+                    yield values, None, ""
+                    row += 1
+        except (pa.ArrowException, OSError) as error:
+            raise DamagedInput(CORRUPT_INPUT, f"parquet: {error}", lost=max(1, rows - row)) from error
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: a csv cell's undecodable bytes, a JSON "\ud800" escape
+        return False
+    return True
+
+
+def _video(values: Mapping[str, Any], options: SourceOptions) -> tuple[str, str, str | None, str]:
+    """A row's video path and caption, (path, caption, None, ""), or why it names none, ("", "", reason, detail)."""
+    video, caption = values.get(options.path_field), values.get(options.caption_field)
+    if not isinstance(video, str) or not video or caption is None:
+        return "", "", MISSING_FIELD, ""
+    if not (_utf8(video) and _utf8(str(caption))):
+        return "", "", INVALID_UTF8, "its path or caption is not UTF-8"
+    return video, str(caption), None, ""
+
+
+def _listed(path: str, options: SourceOptions) -> Iterator[_Found]:
     base = posixpath.dirname(path)
-    for row, values in enumerate(_rows(path)):
-        video, caption = values.get(options.path_field), values.get(options.caption_field)
-        where = f"{path} row {row}"
-        if not isinstance(video, str) or not video or caption is None:
-            yield where, where, "", MISSING_FIELD
-            continue
-        full = video if "://" in video or posixpath.isabs(video) else posixpath.join(base, video)
-        yield full, video, str(caption), None if files.exists(full) else MISSING_FILE
+    row = 0
+    try:
+        for values, unread, why in _rows(path, (options.path_field, options.caption_field)):
+            where = f"{path} row {row}"
+            row += 1
+            video, caption, problem, detail = _video(values, options) if unread is None else ("", "", unread, why)
+            if problem is not None:
+                yield where, where, "", problem, detail
+                continue
+            full = video if "://" in video or posixpath.isabs(video) else posixpath.join(base, video)
+            yield full, video, caption, None if files.exists(full) else MISSING_FILE, ""
+    except DamagedInput as damage:
+        for lost in range(row, row + damage.lost):
+            where = f"{path} row {lost}"
+            yield where, where, "", damage.reason, f"{damage} (the list breaks off at row {row})"
 
 
 def find_sources(patterns: Sequence[str], options: SourceOptions) -> tuple[tuple[Source, ...], tuple[InputFile, ...]]:
     """Every video the --input patterns name, numbered in path order, and the files to fingerprint."""
     if not patterns:
         raise ValueError("no input given: pass --input with a video folder, a list of videos, or video files")
-    found: dict[str, tuple[str, str, str, str | None]] = {}
+    found: dict[str, _Found] = {}
     manifest: dict[str, InputFile] = {}
     for pattern in patterns:
         # An object store has no directories: a trailing slash names one.
@@ -143,20 +238,23 @@ def find_sources(patterns: Sequence[str], options: SourceOptions) -> tuple[tuple
         else:
             sources = []
             for item in listed:
-                if item.path.lower().endswith(LIST_SUFFIXES):
+                if row_kind(item.path, LIST_SUFFIXES) is not None:
                     sources += _listed(item.path, options)
                 elif _is_video(item.path):
                     stem = posixpath.splitext(posixpath.basename(item.path))[0]
                     caption = _caption(options.caption_template, item.path, stem=stem, folder="")
-                    sources.append((item.path, posixpath.basename(item.path), caption, None))
+                    sources.append((item.path, posixpath.basename(item.path), caption, None, ""))
                 else:
-                    raise ValueError(f"{item.path}: not a video ({', '.join(VIDEO_SUFFIXES)}) nor a list of them")
+                    lists = row_suffixes(LIST_SUFFIXES)
+                    raise ValueError(
+                        f"{item.path}: not a video ({', '.join(VIDEO_SUFFIXES)}) nor a list of them ({lists})"
+                    )
         if not sources:
             raise FileNotFoundError(f"--input {pattern} holds no video")
         found.update((source[0], source) for source in sources)
         manifest.update((item.path, item) for item in listed)
     numbered = tuple(
-        Source(index=i, path=path, name=name, caption=caption, problem=problem)
-        for i, (path, name, caption, problem) in enumerate(found[key] for key in sorted(found))
+        Source(index=i, path=path, name=name, caption=caption, problem=problem, detail=detail)
+        for i, (path, name, caption, problem, detail) in enumerate(found[key] for key in sorted(found))
     )
     return numbered, tuple(manifest[path] for path in sorted(manifest))

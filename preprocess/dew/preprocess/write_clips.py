@@ -37,7 +37,7 @@ from dew.data.video import decode
 from dew.data.video.clip_records import pack_clip, section_fields
 from dew.data.video.decode import ClipShape, Video, VideoError
 from dew.preprocess import progress
-from dew.preprocess.clip_sources import MISSING_FILE, SOURCE_REASONS, Source, SourceOptions
+from dew.preprocess.clip_sources import LIST_REASONS, MISSING_FILE, SOURCE_REASONS, Source, SourceOptions
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, TRAIN
 from dew.preprocess.job_errors import BadInputError, TooManyDropsError
@@ -46,6 +46,7 @@ from dew.preprocess.quiet import user_error
 from dew.preprocess.writing import Sharding, write_parked
 
 NO_AUDIO = "no_audio"
+# Every reason stats.json names, counted or not; those of LIST_REASONS it names only once counted.
 DROP_REASONS = (*decode.REASONS, NO_AUDIO, *SOURCE_REASONS)
 NO_AUDIO_POLICIES = ("silence", "drop")
 TALLY_TAG = "tally"
@@ -153,7 +154,7 @@ class _DecodeVideo(beam.DoFn):
         self.plan = plan
 
     def setup(self) -> None:
-        names = ("videos_in", "clips_decoded", "frames_decoded", *DROP_REASONS)
+        names = ("videos_in", "clips_decoded", "frames_decoded", *DROP_REASONS, *LIST_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
         self.progress = progress.Tally(DECODE)
         self.section = self.plan.section()
@@ -180,7 +181,7 @@ class _DecodeVideo(beam.DoFn):
                 parking.discard()
                 clips = []
         else:
-            error = f"{source.path}: {reason}"
+            error = f"{source.path}: {source.detail or reason}"
         if reason is not None:
             self.counters[reason].inc()
             if self.plan.strict:
