@@ -308,10 +308,16 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
     (gzip's and _ZstdFrames' EOFError), corrupt_input for bytes that are not gzip, bad deflate data, a
     CRC or length mismatch, or zstd bytes that do not decode. `label` starts the error's detail, which a
     job's stats.json shows (default: the compression).
+
+    Every whole row decoded before a cut is read: a read of the stream returns what was decoded before
+    it raises. (An io.BufferedReader over GzipFile did not: its readinto of a buffer gathers several
+    reads, and one that raises loses those before it, up to 8 KiB of rows before a cut, uncounted.)
+    Read it by lines (readline) or through io.TextIOWrapper; codecs' stream readers ask for fixed
+    counts and lose the rows of a short read the same way.
     """
     stream: Any = raw
     if compression == "gzip":
-        stream = io.BufferedReader(gzip.GzipFile(fileobj=raw))
+        stream = gzip.GzipFile(fileobj=raw)  # buffered itself
     elif compression == "zstd":
         stream = io.BufferedReader(_ZstdFrames(raw))
     try:

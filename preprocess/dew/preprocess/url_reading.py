@@ -14,8 +14,8 @@ depend on the input alone, as in the images job.
 
 from __future__ import annotations
 
-import codecs
 import csv
+import io
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -90,7 +90,9 @@ class _ReadUrlSource(ReadSource):
         ):
             # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
             # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-            text = codecs.getreader("utf-8-sig")(stream, "surrogateescape")  # errors=, positional in typeshed
+            # TextIOWrapper decodes what each read of the stream gives (read1): a cut list keeps every whole
+            # row before the cut, where codecs' reader asks for a fixed count and loses the rows of a short one.
+            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
             try:
                 for row, values in enumerate(csv.DictReader(text)):
                     yield row, values, None
