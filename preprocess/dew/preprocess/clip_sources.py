@@ -25,10 +25,8 @@ one for a compressed list, whose lost rows are unknown, one a row for parquet, w
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import posixpath
@@ -41,10 +39,14 @@ from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
     INVALID_UTF8,
     MALFORMED_JSON,
+    MAX_ROW_BYTES,
     MISSING_FIELD,
+    TOO_LONG,
     TRUNCATED_INPUT,
     DamagedInput,
+    bounded_lines,
     compression_of,
+    csv_records,
     decompressed,
     without_bom,
 )
@@ -59,7 +61,7 @@ MISSING_FILE = "missing_file"
 SOURCE_REASONS = (MISSING_FIELD, MISSING_FILE)
 # Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
 # so the stats of a run without such input stay what they were, byte for byte.
-LIST_REASONS = (MALFORMED_JSON, INVALID_UTF8, TRUNCATED_INPUT, CORRUPT_INPUT)
+LIST_REASONS = (MALFORMED_JSON, INVALID_UTF8, TOO_LONG, TRUNCATED_INPUT, CORRUPT_INPUT)
 # A row of a list: its values, or none with why it cannot be read and how ("" when the reason says it all).
 _Row = tuple[Mapping[str, Any], str | None, str]
 # A video found: (path, name, caption, problem, detail), as Source holds them.
@@ -133,18 +135,13 @@ def _rows(path: str, fields: Sequence[str]) -> Iterator[_Row]:
         return
     with files.open_read(path) as raw, decompressed(raw, compression_of(path)) as stream:
         if row_kind(path, LIST_SUFFIXES) == "csv":
-            # Undecodable bytes become lone surrogates, refused by _listed: a bad cell drops its row only.
-            # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-            # TextIOWrapper takes what the stream holds (read1), as jsonl's lines are taken; codecs' reader
-            # asks for a fixed count, and a cut would lose the rows it held.
-            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
-            try:
-                for values in csv.DictReader(text):
-                    yield values, None, ""
-            except csv.Error as error:
-                raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
+            # A bad cell's lone surrogates are refused by _listed: it drops its row only.
+            yield from ((values, None, "") for values in csv_records(stream))
             return
-        for number, line in enumerate(stream, 1):
+        for number, line in enumerate(bounded_lines(stream, MAX_ROW_BYTES), 1):
+            if line is None:
+                yield {}, TOO_LONG, f"line {number} is longer than {MAX_ROW_BYTES:,} bytes"
+                continue
             line = without_bom(line) if number == 1 else line  # a list saved by a Windows tool
             if not line.strip():
                 continue

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import csv
 import dataclasses
 import gzip
 import io
@@ -39,6 +40,8 @@ ROW_REASONS = (INVALID_UTF8, MALFORMED_JSON, MISSING_FIELD, EMPTY, TOO_LONG)
 # Reasons the rest of a file is lost; their count is that rest's rows when known, else one a file.
 TRUNCATED_INPUT = "truncated_input"
 CORRUPT_INPUT = "corrupt_input"
+# A list's row (an image row, a url, a video) longer than this is dropped (too_long), never held whole.
+MAX_ROW_BYTES = 1 << 24
 # A compressed file's suffix → its compression (the name's end, in any case); other files are read as stored.
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 # Compressed bytes handed to the zstd decoder at once: one call inflates at most this times the ratio.
@@ -121,6 +124,44 @@ def without_bom(data: bytes) -> bytes:
     return data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
 
 
+def bounded_lines(stream: Any, limit: int) -> Iterator[bytes | None]:
+    """The lines of a bytes stream, each of at most `limit` bytes besides its line break; None stands
+    for a longer one, read past in bounded reads and never held whole."""
+    size = limit + 2  # room for "\r\n"
+    while line := stream.readline(size):
+        if len(line) == size and not line.endswith(b"\n"):
+            del line  # the rest is read past in small pieces: at most `size` bytes are held at once
+            while (rest := stream.readline(_READ_CHUNK)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
+
+
+def csv_records(stream: Any, *, limit: int = MAX_ROW_BYTES) -> Iterator[dict[str, str]]:
+    """The rows of a csv list (a bytes stream) as dicts keyed by its header.
+
+    Undecodable bytes become lone surrogates, which the caller's field check refuses, so a bad cell drops
+    its row only; a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name. The
+    text is decoded as each read of the stream gives it (io.TextIOWrapper's read1), so a list cut short
+    keeps every whole row before the cut. A line longer than `limit` characters, or text csv cannot
+    parse, raises DamagedInput (corrupt_input) once the rows before it were given: csv cannot tell where
+    the row after it starts, as a quoted field may hold line breaks."""
+    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    try:
+        yield from csv.DictReader(_bounded_text(text, limit))
+    except csv.Error as error:
+        raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
+
+
+def _bounded_text(text: Any, limit: int) -> Iterator[str]:
+    size = limit + 2
+    for number, line in enumerate(iter(lambda: text.readline(size), ""), 1):
+        if len(line) == size and not line.endswith(("\n", "\r")):
+            raise DamagedInput(CORRUPT_INPUT, f"csv: line {number} is longer than {limit:,} characters")
+        yield line
+
+
 class DocumentRows:
     """The rows of the file at `path` (its kind told by its name), read from its raw bytes by `read`."""
 
@@ -151,7 +192,7 @@ class DocumentRows:
                 pass  # a document too long to hold is still read to the end, to verify the stream
             yield (0, *self._text(data))
             return
-        for row, line in enumerate(self._lines(stream)):
+        for row, line in enumerate(bounded_lines(stream, self.options.max_document_bytes)):
             if row == 0 and line is not None:
                 line = without_bom(line)
             if line is None:
@@ -160,17 +201,6 @@ class DocumentRows:
                 yield (row, *self._text(line.rstrip(b"\r\n")))
             else:
                 yield (row, *self._json(line))
-
-    def _lines(self, stream: Any) -> Iterator[bytes | None]:
-        """Lines of at most max_document_bytes; None stands for a longer one, skipped in bounded reads."""
-        limit = self.options.max_document_bytes + 2  # room for "\r\n"
-        while line := stream.readline(limit):
-            if len(line) == limit and not line.endswith(b"\n"):
-                while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
-                    pass
-                yield None
-            else:
-                yield line
 
     def _text(self, data: bytes) -> tuple[str | None, str | None]:
         if len(data) > self.options.max_document_bytes:

@@ -39,9 +39,12 @@ from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
     INVALID_UTF8,
     MALFORMED_JSON,
+    MAX_ROW_BYTES,
     MISSING_FIELD,
+    TOO_LONG,
     TRUNCATED_INPUT,
     DamagedInput,
+    bounded_lines,
     compression_of,
     decompressed,
     without_bom,
@@ -57,7 +60,7 @@ ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
 FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP, UNSUPPORTED_FORMAT)
 # Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
 # so the stats of a run without such input stay what they were, byte for byte.
-PATH_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME, UNREADABLE)
+NEWER_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME, UNREADABLE, TOO_LONG)
 # Rows of a saved HF dataset taken from Arrow at once.
 _HF_ROWS = 256
 Fields = dict[str, bytes]
@@ -155,7 +158,7 @@ class ReadSource(beam.DoFn):
         self.counters: dict[str, Any] = {}
 
     def setup(self) -> None:
-        names = ("images_in", *ROW_REASONS, *FILE_REASONS, *PATH_REASONS)
+        names = ("images_in", *ROW_REASONS, *FILE_REASONS, *NEWER_REASONS)
         self.counters = {name: beam.metrics.Metrics.counter(NAMESPACE, name) for name in names}
 
     def process(self, unit: tuple[Source, ...]) -> Iterator[Any]:
@@ -247,7 +250,10 @@ class ReadSource(beam.DoFn):
 
     def _jsonl_rows(self, source: Source) -> Iterator[tuple[int, Mapping[str, Any], Reason]]:
         with files.open_read(source.path) as raw, decompressed(raw, compression_of(source.path)) as stream:
-            for row, line in enumerate(stream):
+            for row, line in enumerate(bounded_lines(stream, MAX_ROW_BYTES)):
+                if line is None:
+                    yield row, {}, TOO_LONG
+                    continue
                 try:
                     values = json.loads((without_bom(line) if row == 0 else line).decode("utf-8"))
                 except UnicodeDecodeError:

@@ -27,7 +27,7 @@ from dew.preprocess import commit, files, url_status
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DAMAGED, STATS_TAG
 from dew.preprocess.drops import check_books, check_drops
-from dew.preprocess.image_reading import FILE_REASONS, ROW_REASONS
+from dew.preprocess.image_reading import FILE_REASONS, NEWER_REASONS, ROW_REASONS
 from dew.preprocess.ingest_plan import IngestPlan
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import GroupByShard
@@ -95,6 +95,8 @@ def ingest_stats(output: str, meta: Meta, tallies: Iterable[Mapping[str, Any]]) 
     for tally in tallies:
         rows_in += tally.get("images_in", 0)
         dropped.update({name: n for name, n in tally.items() if name in DROP_REASONS})
+        # Named only once counted, so the stats of a run without such rows stay what they were.
+        dropped.update({name: n for name, n in tally.items() if name in NEWER_REASONS and n})
         damaged.extend(tally.get(DAMAGED, ()))
     status: dict[str, list[str]] = {}
     to_refetch = 0

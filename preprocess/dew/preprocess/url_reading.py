@@ -14,15 +14,13 @@ depend on the input alone, as in the images job.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dew.preprocess import files
-from dew.preprocess.document_rows import CORRUPT_INPUT, MISSING_FIELD, DamagedInput, compression_of, decompressed
+from dew.preprocess.document_rows import MISSING_FIELD, compression_of, csv_records, decompressed
 from dew.preprocess.files import InputFile
 from dew.preprocess.image_reading import ReadImages, ReadSource, utf8_field
 from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source, row_kind, row_suffixes
@@ -88,16 +86,8 @@ class _ReadUrlSource(ReadSource):
             files.open_read(source.path) as raw,
             decompressed(raw, compression_of(source.path), label="csv") as stream,
         ):
-            # Undecodable bytes become lone surrogates, which utf8_field refuses: a bad cell drops its row only.
-            # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-            # TextIOWrapper decodes what each read of the stream gives (read1): a cut list keeps every whole
-            # row before the cut, where codecs' reader asks for a fixed count and loses the rows of a short one.
-            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
-            try:
-                for row, values in enumerate(csv.DictReader(text)):
-                    yield row, values, None
-            except csv.Error as error:
-                raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
+            for row, values in enumerate(csv_records(stream)):
+                yield row, values, None
 
 
 class ReadUrls(ReadImages):

@@ -41,7 +41,7 @@ from dew.preprocess import commit, progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
 from dew.preprocess.drops import check_books, check_drops
-from dew.preprocess.image_reading import FILE_REASONS, PATH_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
+from dew.preprocess.image_reading import FILE_REASONS, NEWER_REASONS, ROW_REASONS, ImageReadOptions, ReadImages
 from dew.preprocess.parked import ParkingFile
 from dew.preprocess.writing import Sharding, write_parked
 
@@ -220,7 +220,7 @@ def images_stats(
     """stats.json: images in, written, dropped by reason, and the non-image files of image folders left
     out by reason (never images, so outside the books); refuses a run whose books do not balance."""
     dropped = {reason: int(tallies.get(reason, 0)) for reason in DROP_REASONS}
-    dropped.update({reason: int(tallies[reason]) for reason in PATH_REASONS if tallies.get(reason)})
+    dropped.update({reason: int(tallies[reason]) for reason in NEWER_REASONS if tallies.get(reason)})
     for reason, count in drops:
         dropped[reason] += count
     written = meta.record_count
