@@ -133,3 +133,22 @@ def test_the_removed_text_is_read_with_the_read_options_the_clean_recorded(tmp_p
     assert _removed(str(source), 2, config) == {"excerpt": "third row"}
     assert _removed(str(source), 1, config) == {"missing": f"{source} holds no text at row 1 (too long)"}
     assert _removed(str(source), 3, config) == {"missing": f"{source} ends before row 3"}
+
+
+def test_a_relative_source_is_read_from_where_inspect_runs_and_else_says_where_to_run_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Sources are recorded as clean was given them: a relative one names the directory it is missing from
+    and the fix, and reads when inspect runs where clean did."""
+    config = CleanPlan(output=str(tmp_path / "out"), read=ReadOptions()).config()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text(json.dumps({"text": "hello there"}) + "\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert _removed("data/a.jsonl", 0, config) == {
+        "missing": f"data/a.jsonl is not there from {elsewhere}: clean recorded it as given, relative to where "
+        "it ran; run inspect from there"
+    }
+    monkeypatch.chdir(tmp_path)
+    assert _removed("data/a.jsonl", 0, config) == {"excerpt": "hello there"}

@@ -112,6 +112,13 @@ def _removed_rows(source: str, rows: Collection[int], config: Mapping[str, Any])
     why: tuple[str, str | None]  # what is said before a missing row's number and after it (None: no number)
     if remote.is_remote(source):
         return {row: {"missing": f"{source} is not read by inspect (a gs:// source)"} for row in rows}
+    if not os.path.isabs(source) and not os.path.lexists(source):
+        # Sources are recorded as clean was given them, so a relative one is relative to where clean ran.
+        where = (
+            f"{source} is not there from {os.getcwd()}: clean recorded it as given, relative to where it ran; "
+            "run inspect from there"
+        )
+        return {row: {"missing": where} for row in rows}
     last = max(rows)
     try:
         reader = DocumentRows(source, ReadOptions.recorded(config))
