@@ -138,3 +138,23 @@ def test_a_removal_table_changed_after_the_clean_is_named_not_shown(cleaned: Pat
     shown = {e["id"] for examples in stats["removal_examples"].values() for e in examples}
     assert not (shown - firsts) & victims  # none of its rows shown, but stats.json's own examples
     assert shown - firsts  # the other tables' rows still are
+
+
+def test_a_documents_directory_without_stats_json_shows_no_drop_reasons(cleaned: Path, tmp_path: Path, capsys) -> None:
+    """stats.json is optional in the contract (another tool may write the directory): inspect says the
+    reasons are unknown rather than failing."""
+    copy = tmp_path / "clean"
+    shutil.copytree(cleaned, copy)
+    (copy / "stats.json").unlink()
+    assert summarize(str(copy)).stats == {}
+    assert cli.main(["inspect", str(copy)]) == 0
+    assert "no stats.json: drop reasons unknown" in capsys.readouterr().out
+
+
+def test_fewer_than_one_removal_a_reason_is_refused(cleaned: Path, capsys) -> None:
+    with pytest.raises(ValueError, match="removals must be at least 1, got 0"):
+        summarize(str(cleaned), removals=0)
+    for count in ("0", "-2"):
+        with pytest.raises(SystemExit):
+            cli.main(["inspect", str(cleaned), "--removals", count])
+        assert f"--removals: must be a positive int, got '{count}'" in capsys.readouterr().err
