@@ -92,3 +92,13 @@ def test_a_long_csv_line_ends_the_list_as_corrupt_input_after_the_rows_before() 
     )
     quoted = b'url,caption\nhttp://127.0.0.1/a,"two\nlines"\nhttp://127.0.0.1/b,x\n'
     assert [v["caption"] for v in csv_records(io.BytesIO(quoted), limit=LIMIT)] == ["two\nlines", "x"]
+
+
+def test_a_csv_field_past_the_csv_modules_own_limit_is_a_row_like_any_other() -> None:
+    """csv refuses a field over 128 Ki characters by default; a caption that long is still far under
+    MAX_ROW_BYTES, so it is read, and so are the rows after it."""
+    caption = "z" * 200_000
+    data = f"url,caption\nhttp://127.0.0.1/a,{caption}\nhttp://127.0.0.1/b,two\n".encode()
+    assert [v["caption"] for v in csv_records(io.BytesIO(data))] == [caption, "two"]
+    quoted = f'url,caption\nhttp://127.0.0.1/a,"{caption}\n{caption}"\nhttp://127.0.0.1/b,two\n'.encode()
+    assert [len(v["caption"]) for v in csv_records(io.BytesIO(quoted))] == [2 * len(caption) + 1, 3]
