@@ -1,6 +1,6 @@
 """A row longer than any list row should be (a file with no line breaks, a runaway field) is dropped by
 reason or ends the file as damage, and is never held whole: every reader of jsonl and csv lists reads
-lines in bounded pieces (dew.preprocess.document_rows.bounded_lines and csv_records).
+lines in bounded pieces (dew.preprocess.document_rows.bounded_lines and csv_rows.csv_records).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dew.preprocess import clip_sources, image_reading
-from dew.preprocess.document_rows import MAX_ROW_BYTES, DamagedInput, bounded_lines, csv_records
+from dew.preprocess.csv_rows import csv_records
+from dew.preprocess.document_rows import MAX_ROW_BYTES, DamagedInput, bounded_lines
 from dew.preprocess.image_reading import ImageReadOptions, ReadSource
 from dew.preprocess.image_sources import Source
 from dew.preprocess.url_reading import _ReadUrlSource
