@@ -147,3 +147,23 @@ def test_a_plain_csv_ending_inside_a_quoted_field_counts_that_row_as_damage(tmp_
     assert len(list(READERS[reader][0](str(path)))) == 2
     path.write_bytes(b"url,path,caption")
     assert list(READERS[reader][0](str(path))) == []
+
+
+@pytest.mark.parametrize(("reader", "kind", "compression"), CASES)
+def test_an_empty_compressed_file_is_truncated_input_and_an_empty_plain_one_no_rows(
+    tmp_path: Path, reader: str, kind: str, compression: str
+) -> None:
+    """No gzip member or zstd frame is 0 bytes long (gzip -t and zstd -t refuse such a file): it is a
+    copy cut before its first byte, whose rows are lost, so it is counted. The compressed empty text
+    and a plain file of 0 bytes are whole files of no row."""
+    read = READERS[reader][0]
+    path = tmp_path / f"list.{kind}.{compression}"
+    path.write_bytes(b"")
+    with pytest.raises(DamagedInput) as raised:
+        list(read(str(path)))
+    assert raised.value.reason == "truncated_input" and "0 bytes" in str(raised.value)
+    path.write_bytes(gzip.compress(b"") if compression == "gz" else zstandard.ZstdCompressor().compress(b""))
+    assert list(read(str(path))) == []
+    plain = tmp_path / f"list.{kind}"
+    plain.write_bytes(b"")
+    assert list(read(str(plain))) == []

@@ -303,6 +303,25 @@ class _ZstdFrames(io.RawIOBase):
         return True
 
 
+class _NotEmpty:
+    """A compressed file's bytes, whose first read raises EOFError when there are none. No gzip member or
+    zstd frame is 0 bytes long (gzip -t and zstd -t refuse such a file): it is a copy cut before its
+    first byte, its rows lost, where gzip and zstandard read it as a whole file of no data."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.started = raw, False
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size)
+        if not (data or self.started) and size:
+            raise EOFError("the file is empty (0 bytes)")
+        self.started = True
+        return data
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:  # gzip's rewind, never a reader's
+        return int(self.raw.seek(offset, whence))
+
+
 @contextlib.contextmanager
 def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Iterator[Any]:
     """`raw` (a file's bytes, open) as the bytes it decompresses to, for a block that reads them to the
@@ -310,9 +329,9 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
 
     A stream that stops inside its last gzip member or zstd frame, or whose bytes go wrong, raises
     DamagedInput out of the block, once the rows before the damage were read: truncated_input for a cut
-    (gzip's and _ZstdFrames' EOFError), corrupt_input for bytes that are not gzip, bad deflate data, a
-    CRC or length mismatch, or zstd bytes that do not decode. `label` starts the error's detail, which a
-    job's stats.json shows (default: the compression).
+    (gzip's and _ZstdFrames' EOFError; a file of 0 bytes too, see _NotEmpty), corrupt_input for bytes
+    that are not gzip, bad deflate data, a CRC or length mismatch, or zstd bytes that do not decode.
+    `label` starts the error's detail, which a job's stats.json shows (default: the compression).
 
     Every whole row decoded before a cut is read: a read of the stream returns what was decoded before
     it raises. (An io.BufferedReader over GzipFile did not: its readinto of a buffer gathers several
@@ -322,9 +341,9 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
     """
     stream: Any = raw
     if compression == "gzip":
-        stream = gzip.GzipFile(fileobj=raw)  # buffered itself
+        stream = gzip.GzipFile(fileobj=_NotEmpty(raw))  # buffered itself
     elif compression == "zstd":
-        stream = io.BufferedReader(_ZstdFrames(raw))
+        stream = io.BufferedReader(_ZstdFrames(_NotEmpty(raw)))
     try:
         yield stream
     except EOFError as error:  # a stream cut before its end marker
