@@ -152,3 +152,19 @@ def test_a_relative_source_is_read_from_where_inspect_runs_and_else_says_where_t
     }
     monkeypatch.chdir(tmp_path)
     assert _removed("data/a.jsonl", 0, config) == {"excerpt": "hello there"}
+
+
+def test_a_removal_table_naming_an_against_corpus_is_read(cleaned, tmp_path: Path) -> None:
+    """A duplicate kept in an --against corpus names that corpus in its table row: the table is the one
+    clean wrote, and is read (stats.json asks for a second example, so every table is)."""
+    _, new, _ = cleaned
+    copy = tmp_path / "new-clean"
+    shutil.copytree(new, copy)
+    stats = json.loads((copy / "stats.json").read_text())
+    stats["dropped"]["exact_duplicate"] += 1
+    (copy / "stats.json").write_text(json.dumps(stats))
+    summary = summarize(str(copy), removals=2).stats
+    assert "removal_problems" not in summary
+    assert [e["duplicate_in"] for e in summary["removal_examples"]["exact_duplicate"]] == [
+        stats["drop_examples"]["exact_duplicate"]["duplicate_in"]
+    ]

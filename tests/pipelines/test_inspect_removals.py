@@ -112,14 +112,33 @@ def test_one_a_reason_reads_no_table(cleaned: Path, monkeypatch) -> None:
     assert all(len(examples) == 1 for examples in shown.values())
 
 
-@pytest.mark.parametrize("damage", ["cut", "deleted", "other_shard", "not_parquet"])
+DAMAGES = [
+    "cut",
+    "deleted",
+    "other_shard",
+    "not_parquet",
+    "rows_moved",
+    "sources_swapped",
+    "row_as_text",
+    "null_row",
+    "kept_elsewhere",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_removal_table_changed_after_the_clean_is_named_not_shown(cleaned: Path, tmp_path: Path, damage: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     copy = tmp_path / "clean"
     shutil.copytree(cleaned, copy)
     tables = sorted(copy.glob("*.removals.parquet"))
-    victim = max(tables, key=lambda t: len(read_table(str(t))))
+    # The table of the most removals, or of the most duplicates where only a duplicate's row is changed.
+    duplicates = damage == "kept_elsewhere"
+    victim = max(tables, key=lambda t: sum(not duplicates or r["duplicate_of"] is not None for r in read_table(str(t))))
     rows = read_table(str(victim))
     keyed = [tuple(row.values()) for row in rows]
+    sources = sorted({row["source"] for row in _table_rows(copy).values()})
     if damage == "cut":
         victim.write_bytes(table_bytes(keyed[:-1]))
     elif damage == "deleted":
@@ -128,6 +147,18 @@ def test_a_removal_table_changed_after_the_clean_is_named_not_shown(cleaned: Pat
         other = next(t for t in tables if t != victim and read_table(str(t)))
         others = [tuple(row.values()) for row in read_table(str(other))]
         victim.write_bytes(table_bytes((others * len(keyed))[: len(keyed)]))
+    elif damage == "rows_moved":  # every id and count kept, each row pointing at the next document
+        victim.write_bytes(table_bytes([(*row[:5], row[5] + 1) for row in keyed]))
+    elif damage == "sources_swapped":  # the other input file at the same row
+        swapped = [(*row[:4], sources[1 - sources.index(row[4])], row[5]) for row in keyed]
+        victim.write_bytes(table_bytes(swapped))
+    elif damage == "kept_elsewhere":  # a duplicate said to be kept in a corpus it was not cleaned against
+        elsewhere = str(tmp_path / "elsewhere")
+        victim.write_bytes(table_bytes([(*row[:3], elsewhere if row[2] else None, *row[4:]) for row in keyed]))
+    elif damage in ("row_as_text", "null_row"):  # a table written by another tool: a column of another type
+        column = [str(row["row"]) for row in rows] if damage == "row_as_text" else [None] * len(rows)
+        table = pa.Table.from_pylist(rows).set_column(5, "row", pa.array(column, pa.string()))
+        pq.write_table(table, victim)
     else:
         victim.write_bytes(b"PAR1 not a table")
     stats = summarize(str(copy), removals=50).stats
@@ -138,3 +169,23 @@ def test_a_removal_table_changed_after_the_clean_is_named_not_shown(cleaned: Pat
     shown = {e["id"] for examples in stats["removal_examples"].values() for e in examples}
     assert not (shown - firsts) & victims  # none of its rows shown, but stats.json's own examples
     assert shown - firsts  # the other tables' rows still are
+
+
+def test_a_documents_directory_without_stats_json_shows_no_drop_reasons(cleaned: Path, tmp_path: Path, capsys) -> None:
+    """stats.json is optional in the contract (another tool may write the directory): inspect says the
+    reasons are unknown rather than failing."""
+    copy = tmp_path / "clean"
+    shutil.copytree(cleaned, copy)
+    (copy / "stats.json").unlink()
+    assert summarize(str(copy)).stats == {}
+    assert cli.main(["inspect", str(copy)]) == 0
+    assert "no stats.json: drop reasons unknown" in capsys.readouterr().out
+
+
+def test_fewer_than_one_removal_a_reason_is_refused(cleaned: Path, capsys) -> None:
+    with pytest.raises(ValueError, match="removals must be at least 1, got 0"):
+        summarize(str(cleaned), removals=0)
+    for count in ("0", "-2"):
+        with pytest.raises(SystemExit):
+            cli.main(["inspect", str(cleaned), "--removals", count])
+        assert f"--removals: must be a positive int, got '{count}'" in capsys.readouterr().err

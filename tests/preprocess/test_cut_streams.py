@@ -122,3 +122,48 @@ def test_a_cut_stream_keeps_every_whole_row_before_the_cut(
         assert rows == ROWS
     else:
         assert (rows, damaged) == (whole_lines, "truncated_input")
+
+
+@pytest.mark.parametrize("reader", ["ingest-urls lists", "decode-clips lists"])
+def test_a_plain_csv_ending_inside_a_quoted_field_counts_that_row_as_damage(tmp_path: Path, reader: str) -> None:
+    """A quote opened and never closed (a stray quote, or a plain file cut inside a quoted field): csv
+    gives one last row whose field holds the rest of the file, the rows after the quote lost inside it."""
+    head = b"url,path,caption\nhttp://127.0.0.1/a,a.mp4,one\n"
+    path = tmp_path / "list.csv"
+    path.write_bytes(head + b'http://127.0.0.1/b,b.mp4,"two\nhttp://127.0.0.1/c,c.mp4,three\n')
+    rows = []
+    with pytest.raises(DamagedInput) as raised:
+        rows.extend(READERS[reader][0](str(path)))
+    assert len(rows) == 1 and raised.value.reason == "corrupt_input"
+    assert str(raised.value).startswith("csv: the file ends inside a quoted field opened in the row from line 3")
+    path.write_bytes(head.split(b"\n")[0] + b'\nhttp://127.0.0.1/b,b.mp4,"two\nhttp://127.0.0.1/c,c.mp4,three\n')
+    with pytest.raises(DamagedInput, match="from line 2"):  # the first row's
+        list(READERS[reader][0](str(path)))
+    path.write_bytes(b'"url,path,caption\n' + head.split(b"\n", 1)[1])  # the header's own quote
+    with pytest.raises(DamagedInput, match="from line 1"):
+        list(READERS[reader][0](str(path)))
+    # A quoted field closed at the very end, and a header alone without a line break, are whole files.
+    path.write_bytes(head + b'http://127.0.0.1/b,b.mp4,"two\nlines"')
+    assert len(list(READERS[reader][0](str(path)))) == 2
+    path.write_bytes(b"url,path,caption")
+    assert list(READERS[reader][0](str(path))) == []
+
+
+@pytest.mark.parametrize(("reader", "kind", "compression"), CASES)
+def test_an_empty_compressed_file_is_truncated_input_and_an_empty_plain_one_no_rows(
+    tmp_path: Path, reader: str, kind: str, compression: str
+) -> None:
+    """No gzip member or zstd frame is 0 bytes long (gzip -t and zstd -t refuse such a file): it is a
+    copy cut before its first byte, whose rows are lost, so it is counted. The compressed empty text
+    and a plain file of 0 bytes are whole files of no row."""
+    read = READERS[reader][0]
+    path = tmp_path / f"list.{kind}.{compression}"
+    path.write_bytes(b"")
+    with pytest.raises(DamagedInput) as raised:
+        list(read(str(path)))
+    assert raised.value.reason == "truncated_input" and "0 bytes" in str(raised.value)
+    path.write_bytes(gzip.compress(b"") if compression == "gz" else zstandard.ZstdCompressor().compress(b""))
+    assert list(read(str(path))) == []
+    plain = tmp_path / f"list.{kind}"
+    plain.write_bytes(b"")
+    assert list(read(str(plain))) == []

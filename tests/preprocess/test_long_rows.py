@@ -1,6 +1,6 @@
 """A row longer than any list row should be (a file with no line breaks, a runaway field) is dropped by
 reason or ends the file as damage, and is never held whole: every reader of jsonl and csv lists reads
-lines in bounded pieces (dew.preprocess.document_rows.bounded_lines and csv_records).
+lines in bounded pieces (dew.preprocess.document_rows.bounded_lines and csv_rows.csv_records).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dew.preprocess import clip_sources, image_reading
-from dew.preprocess.document_rows import MAX_ROW_BYTES, DamagedInput, bounded_lines, csv_records
+from dew.preprocess.csv_rows import csv_records
+from dew.preprocess.document_rows import MAX_ROW_BYTES, DamagedInput, bounded_lines
 from dew.preprocess.image_reading import ImageReadOptions, ReadSource
 from dew.preprocess.image_sources import Source
 from dew.preprocess.url_reading import _ReadUrlSource
@@ -92,3 +93,13 @@ def test_a_long_csv_line_ends_the_list_as_corrupt_input_after_the_rows_before() 
     )
     quoted = b'url,caption\nhttp://127.0.0.1/a,"two\nlines"\nhttp://127.0.0.1/b,x\n'
     assert [v["caption"] for v in csv_records(io.BytesIO(quoted), limit=LIMIT)] == ["two\nlines", "x"]
+
+
+def test_a_csv_field_past_the_csv_modules_own_limit_is_a_row_like_any_other() -> None:
+    """csv refuses a field over 128 Ki characters by default; a caption that long is still far under
+    MAX_ROW_BYTES, so it is read, and so are the rows after it."""
+    caption = "z" * 200_000
+    data = f"url,caption\nhttp://127.0.0.1/a,{caption}\nhttp://127.0.0.1/b,two\n".encode()
+    assert [v["caption"] for v in csv_records(io.BytesIO(data))] == [caption, "two"]
+    quoted = f'url,caption\nhttp://127.0.0.1/a,"{caption}\n{caption}"\nhttp://127.0.0.1/b,two\n'.encode()
+    assert [len(v["caption"]) for v in csv_records(io.BytesIO(quoted))] == [2 * len(caption) + 1, 3]

@@ -7,8 +7,11 @@ order and their rows in id order, until each reason has the examples asked for o
 read. Ids are hashes, so the rows shown are spread over the corpus rather than bunched at its start.
 
 A table is read as data only while it is the table the clean job wrote: its row count is the one
-stats.json recorded for it, and the id of every row draws its shard. Any other table (missing, cut,
-another shard's, rewritten) is named in the problems returned, and its rows are not shown.
+stats.json recorded for it, and every row is typed as clean writes it, its id is the hash of its source
+and row (removals.document_id) and draws its shard, and a duplicate's corpus is this directory or one
+it was cleaned against. Any other table (missing, cut, another shard's, rewritten, its rows moved to
+other documents) is named in the problems returned, and its rows are not shown: an example shown is
+the very document clean removed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from dew.data import formats, remote
 from dew.data.sections import document_shard
-from dew.preprocess.cleaning.removals import read_table, removals_name
+from dew.preprocess.cleaning.removals import document_id, read_table, removals_name
 
 # The most removal tables one inspect reads: enough for examples of every common reason, bounded on a
 # corpus of many shards (a rare reason past them keeps its stats.json example).
@@ -45,11 +48,12 @@ def removal_examples(
     if per_reason <= 1 or not found or not isinstance(recorded, Mapping):
         return {reason: listed[:per_reason] for reason, listed in found.items()}, problems
     shards = meta.shards(_TRAIN)
+    corpora = {"", *(against["path"] for against in meta.config.get("against") or ())}
     for index, shard in enumerate(shards[:MAX_TABLES]):
         if all(len(listed) >= wanted[reason] for reason, listed in found.items()):
             break
         name = removals_name(shard.name)
-        rows = _checked_rows(path, name, recorded.get(name), index, len(shards), problems)
+        rows = _checked_rows(path, name, recorded.get(name), (index, len(shards), corpora), problems)
         for row in rows:
             listed = found.get(row["reason"])
             if listed is None or len(listed) >= wanted[row["reason"]] or listed[0]["id"] == row["id"]:
@@ -62,9 +66,10 @@ def removal_examples(
 
 
 def _checked_rows(
-    path: str, name: str, recorded: int | None, index: int, shards: int, problems: list[str]
+    path: str, name: str, recorded: int | None, place: tuple[int, int, set[str]], problems: list[str]
 ) -> list[dict[str, Any]]:
-    """The rows of removal table `name`, or none with a problem added when it is not what the job wrote."""
+    """The rows of removal table `name`, or none with a problem added when it is not what the job wrote.
+    `place` is (the table's shard index, the shard count, the corpora a duplicate may be kept in)."""
     table = _join(path, name)
     if recorded is None:
         problems.append(f"{table}: stats.json records no such removal table, so its rows are not shown")
@@ -77,12 +82,30 @@ def _checked_rows(
     if rows and not set(rows[0]) >= _COLUMNS:
         problems.append(f"{table} lacks the columns {sorted(_COLUMNS - set(rows[0]))}; its rows are not shown")
         return []
-    strays = [row["id"] for row in rows if not _draws(row["id"], shards, index)]
-    if len(rows) != recorded or strays:
-        what = f"{len(rows)} rows where stats.json recorded {recorded}" if strays == [] else "rows of other shards"
-        problems.append(f"{table} holds {what}: it changed after the clean, so its rows are not shown")
-        return []
-    return rows
+    index, shards, corpora = place
+    if len(rows) != recorded:
+        what = f"{len(rows)} rows where stats.json recorded {recorded}"
+    elif not all(_typed(row, corpora) for row in rows):
+        what = "rows clean does not write (a column of another type, or a duplicate kept in no known corpus)"
+    elif not all(_draws(row["id"], shards, index) for row in rows):
+        what = "rows of other shards"
+    elif not all(row["id"] == document_id(row["source"], row["row"]) for row in rows):
+        what = "rows whose id is not the one of their source and row (moved to other documents)"
+    else:
+        return rows
+    problems.append(f"{table} holds {what}: it changed after the clean, so its rows are not shown")
+    return []
+
+
+def _typed(row: Mapping[str, Any], corpora: set[str]) -> bool:
+    """Whether a row's values are of the types clean writes, a duplicate's corpus one of `corpora`."""
+    if not all(isinstance(row[key], str) for key in ("id", "reason", "source")) or type(row["row"]) is not int:
+        return False
+    if row["duplicate_of"] is None:
+        return row["duplicate_in"] is None
+    return (
+        isinstance(row["duplicate_of"], str) and isinstance(row["duplicate_in"], str) and row["duplicate_in"] in corpora
+    )
 
 
 def _join(path: str, name: str) -> str:

@@ -72,6 +72,8 @@ def summarize(
     directory's field statistics. The packing fill is at `seq_len`, else at the train split's first
     plan written offline (a corpus tokenized with --pack). A documents directory's removals are
     explained, up to `removals` a reason (the removed text, and the kept document of a duplicate)."""
+    if removals < 1:
+        raise ValueError(f"removals must be at least 1, got {removals}: a reason's first example is always shown")
     path = path.rstrip("/")
     if is_plan(path):
         return _plan(path)
@@ -98,7 +100,8 @@ def summarize(
         "config": dict(meta.config),
         "stats": _stats(path),
     }
-    if meta.kind == DocumentsSection.KIND:
+    # A directory without stats.json (another tool's) has no examples to explain, nor any drop reason.
+    if meta.kind == DocumentsSection.KIND and "drop_examples" in found["stats"]:
         _explain_removals(path, meta, found["stats"], removals)
     found["stats"].pop("removal_tables", None)
     if meta.kind != "tokens":

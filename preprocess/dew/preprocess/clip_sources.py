@@ -35,6 +35,7 @@ from typing import Any
 
 from dew.data.extras import require
 from dew.preprocess import files
+from dew.preprocess.csv_rows import csv_records
 from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
     INVALID_UTF8,
@@ -46,7 +47,6 @@ from dew.preprocess.document_rows import (
     DamagedInput,
     bounded_lines,
     compression_of,
-    csv_records,
     decompressed,
     without_bom,
 )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import csv
 import dataclasses
 import gzip
 import io
@@ -136,30 +135,6 @@ def bounded_lines(stream: Any, limit: int) -> Iterator[bytes | None]:
             yield None
         else:
             yield line
-
-
-def csv_records(stream: Any, *, limit: int = MAX_ROW_BYTES) -> Iterator[dict[str, str]]:
-    """The rows of a csv list (a bytes stream) as dicts keyed by its header.
-
-    Undecodable bytes become lone surrogates, which the caller's field check refuses, so a bad cell drops
-    its row only; a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name. The
-    text is decoded as each read of the stream gives it (io.TextIOWrapper's read1), so a list cut short
-    keeps every whole row before the cut. A line longer than `limit` characters, or text csv cannot
-    parse, raises DamagedInput (corrupt_input) once the rows before it were given: csv cannot tell where
-    the row after it starts, as a quoted field may hold line breaks."""
-    text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    try:
-        yield from csv.DictReader(_bounded_text(text, limit))
-    except csv.Error as error:
-        raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error
-
-
-def _bounded_text(text: Any, limit: int) -> Iterator[str]:
-    size = limit + 2
-    for number, line in enumerate(iter(lambda: text.readline(size), ""), 1):
-        if len(line) == size and not line.endswith(("\n", "\r")):
-            raise DamagedInput(CORRUPT_INPUT, f"csv: line {number} is longer than {limit:,} characters")
-        yield line
 
 
 class DocumentRows:
@@ -328,6 +303,25 @@ class _ZstdFrames(io.RawIOBase):
         return True
 
 
+class _NotEmpty:
+    """A compressed file's bytes, whose first read raises EOFError when there are none. No gzip member or
+    zstd frame is 0 bytes long (gzip -t and zstd -t refuse such a file): it is a copy cut before its
+    first byte, its rows lost, where gzip and zstandard read it as a whole file of no data."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.started = raw, False
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.raw.read(size)
+        if not (data or self.started) and size:
+            raise EOFError("the file is empty (0 bytes)")
+        self.started = True
+        return data
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:  # gzip's rewind, never a reader's
+        return int(self.raw.seek(offset, whence))
+
+
 @contextlib.contextmanager
 def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Iterator[Any]:
     """`raw` (a file's bytes, open) as the bytes it decompresses to, for a block that reads them to the
@@ -335,9 +329,9 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
 
     A stream that stops inside its last gzip member or zstd frame, or whose bytes go wrong, raises
     DamagedInput out of the block, once the rows before the damage were read: truncated_input for a cut
-    (gzip's and _ZstdFrames' EOFError), corrupt_input for bytes that are not gzip, bad deflate data, a
-    CRC or length mismatch, or zstd bytes that do not decode. `label` starts the error's detail, which a
-    job's stats.json shows (default: the compression).
+    (gzip's and _ZstdFrames' EOFError; a file of 0 bytes too, see _NotEmpty), corrupt_input for bytes
+    that are not gzip, bad deflate data, a CRC or length mismatch, or zstd bytes that do not decode.
+    `label` starts the error's detail, which a job's stats.json shows (default: the compression).
 
     Every whole row decoded before a cut is read: a read of the stream returns what was decoded before
     it raises. (An io.BufferedReader over GzipFile did not: its readinto of a buffer gathers several
@@ -347,9 +341,9 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
     """
     stream: Any = raw
     if compression == "gzip":
-        stream = gzip.GzipFile(fileobj=raw)  # buffered itself
+        stream = gzip.GzipFile(fileobj=_NotEmpty(raw))  # buffered itself
     elif compression == "zstd":
-        stream = io.BufferedReader(_ZstdFrames(raw))
+        stream = io.BufferedReader(_ZstdFrames(_NotEmpty(raw)))
     try:
         yield stream
     except EOFError as error:  # a stream cut before its end marker

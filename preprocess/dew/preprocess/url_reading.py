@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from dew.preprocess import files
-from dew.preprocess.document_rows import MISSING_FIELD, compression_of, csv_records, decompressed
+from dew.preprocess.csv_rows import csv_records
+from dew.preprocess.document_rows import MISSING_FIELD, compression_of, decompressed
 from dew.preprocess.files import InputFile
 from dew.preprocess.image_reading import ReadImages, ReadSource, utf8_field
 from dew.preprocess.image_sources import HF_DICT, HF_STATE, ROW_SUFFIXES, Source, row_kind, row_suffixes

@@ -11,7 +11,6 @@ cluster (it is committed already), else the document with the smallest id.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from typing import Any
 
@@ -19,6 +18,7 @@ from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.formats import MAX_SHARDS, Shard
 from dew.data.sections import DocumentsSection
 from dew.preprocess.cleaning.minhash import MinHashConfig
+from dew.preprocess.cleaning.removals import document_id as document_id  # Beam-free there, for inspect
 from dew.preprocess.document_rows import ReadOptions
 from dew.preprocess.files import join
 from dew.preprocess.shard_files import ShardFormat
@@ -28,10 +28,6 @@ EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
 DUPLICATE_REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
 MAX_AGAINST = 98
-
-
-def document_id(source: str, row: int) -> str:
-    return hashlib.blake2b(f"{source}\0{row}".encode(), digest_size=8).hexdigest()
 
 
 def node(rank: int, doc_id: str) -> bytes:

@@ -10,13 +10,14 @@ the worker that groups that shard: `train-00003-of-00016.removals.parquet` besid
     duplicate_of  for a duplicate, the id of the kept document of its cluster; else null
     duplicate_in  for a duplicate, "" when that document is in this directory, else the path of the
                   --against corpus holding it; else null
-    source, row   where the removed document was read
+    source, row   where the removed document was read, whose hash is its id (document_id)
 
 Importing it imports no Beam: `dew-preprocess inspect` reads the tables to show removals.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Iterable
@@ -28,6 +29,11 @@ from dew.preprocess.constants import REMOVALS_SUFFIX
 
 COLUMNS = ("id", "reason", "duplicate_of", "duplicate_in", "source", "row")
 Removal = tuple[str, str, str | None, str | None, str, int]
+
+
+def document_id(source: str, row: int) -> str:
+    """A document's stable id: a hash of where it was read, its source as the job was given it and its row."""
+    return hashlib.blake2b(f"{source}\0{row}".encode(), digest_size=8).hexdigest()
 
 
 def removals_name(shard: str) -> str:
