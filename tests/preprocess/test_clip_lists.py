@@ -205,3 +205,21 @@ def test_a_compressed_list_writes_the_clips_of_the_plain_one_and_the_books_count
     errors = {d["reason"]: d["error"] for d in stats["dropped_inputs"]}
     assert errors["malformed_json"].startswith(f"{packed} row 1: line 2 is not JSON (")
     assert errors["truncated_input"].startswith(f"{cut} row 2: zstd: ")
+
+
+def test_a_list_naming_one_video_in_several_rows_gives_a_source_a_caption(videos: Path) -> None:
+    """MSR-VTT-style lists give a video once a caption; the last caption used to win and the others were
+    lost uncounted. A list named by two patterns is still read once, and a video reached by its folder
+    and a list is still one source."""
+    listed = videos.parent / "captions.jsonl"
+    rows = [{"path": "videos/tone.mp4", "caption": f"caption {i}"} for i in range(3)]
+    rows.insert(1, {"path": "videos/quiet.mp4", "caption": "quiet"})
+    listed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sources, _ = find_sources([str(listed), str(listed.parent / "*.jsonl")], SourceOptions())
+    assert [(Path(s.path).name, s.caption) for s in sources] == [
+        ("quiet.mp4", "quiet"),
+        ("tone.mp4", "caption 0"),
+        ("tone.mp4", "caption 1"),
+        ("tone.mp4", "caption 2"),
+    ]
+    assert [s.index for s in sources] == [0, 1, 2, 3] and all(s.problem is None for s in sources)

@@ -84,7 +84,7 @@ def test_a_long_csv_line_ends_the_list_as_corrupt_input_after_the_rows_before() 
     )
     got = []
     with pytest.raises(DamagedInput) as raised:
-        for values in csv_records(io.BytesIO(data), limit=LIMIT):
+        for values, _ in csv_records(io.BytesIO(data), limit=LIMIT):
             got.append(values)
     assert got == [{"url": "http://127.0.0.1/a", "caption": "one"}]
     assert (
@@ -92,7 +92,7 @@ def test_a_long_csv_line_ends_the_list_as_corrupt_input_after_the_rows_before() 
         and str(raised.value) == f"csv: line 3 is longer than {LIMIT:,} characters"
     )
     quoted = b'url,caption\nhttp://127.0.0.1/a,"two\nlines"\nhttp://127.0.0.1/b,x\n'
-    assert [v["caption"] for v in csv_records(io.BytesIO(quoted), limit=LIMIT)] == ["two\nlines", "x"]
+    assert [v["caption"] for v, _ in csv_records(io.BytesIO(quoted), limit=LIMIT)] == ["two\nlines", "x"]
 
 
 def test_a_csv_field_past_the_csv_modules_own_limit_is_a_row_like_any_other() -> None:
@@ -100,6 +100,35 @@ def test_a_csv_field_past_the_csv_modules_own_limit_is_a_row_like_any_other() ->
     MAX_ROW_BYTES, so it is read, and so are the rows after it."""
     caption = "z" * 200_000
     data = f"url,caption\nhttp://127.0.0.1/a,{caption}\nhttp://127.0.0.1/b,two\n".encode()
-    assert [v["caption"] for v in csv_records(io.BytesIO(data))] == [caption, "two"]
+    assert [v["caption"] for v, _ in csv_records(io.BytesIO(data))] == [caption, "two"]
     quoted = f'url,caption\nhttp://127.0.0.1/a,"{caption}\n{caption}"\nhttp://127.0.0.1/b,two\n'.encode()
-    assert [len(v["caption"]) for v in csv_records(io.BytesIO(quoted))] == [2 * len(caption) + 1, 3]
+    assert [len(v["caption"]) for v, _ in csv_records(io.BytesIO(quoted))] == [2 * len(caption) + 1, 3]
+
+
+def test_a_csv_row_with_more_fields_than_the_header_is_malformed_csv_not_its_first_fields(tmp_path: Path) -> None:
+    """An unquoted comma in a caption splits it: csv.DictReader would keep 'hello' as the caption and put
+    ' world' aside. Which comma split it cannot be told, so the row is dropped by reason, in url lists and
+    video lists alike, and the rows around it are read; a row with fewer fields lacks its caption."""
+    data = b"url,caption\nhttp://127.0.0.1/a,one\nhttp://127.0.0.1/b,hello, world\nhttp://127.0.0.1/c\nhttp://127.0.0.1/d,four\n"
+    assert list(csv_records(io.BytesIO(data))) == [
+        ({"url": "http://127.0.0.1/a", "caption": "one"}, None),
+        ({}, "malformed_csv"),
+        ({"url": "http://127.0.0.1/c", "caption": None}, None),
+        ({"url": "http://127.0.0.1/d", "caption": "four"}, None),
+    ]
+    urls = tmp_path / "urls.csv"
+    urls.write_bytes(data)
+    got = list(
+        _ReadUrlSource(ImageReadOptions(image_field="url"))._rows(Source(index=0, kind="csv", path=str(urls), name="u"))
+    )
+    assert [(row, url, reason) for row, url, _, reason in got] == [
+        (0, b"http://127.0.0.1/a", None),
+        (1, None, "malformed_csv"),
+        (2, None, "missing_field"),
+        (3, b"http://127.0.0.1/d", None),
+    ]
+    videos = tmp_path / "videos.csv"
+    videos.write_bytes(data.replace(b"url,", b"path,"))
+    listed = list(clip_sources._rows(str(videos), ("path", "caption")))
+    assert [reason for _, reason, _ in listed] == [None, "malformed_csv", None, None]
+    assert "malformed_csv" in image_reading.NEWER_REASONS and "malformed_csv" in clip_sources.LIST_REASONS

@@ -16,11 +16,13 @@ Each Source carries its `name` (its path relative to the input, or as its list g
 the shard its clips go to, so a video's clips land where they land whatever else is added beside it. A
 list row that names no video, or none that exists, is still a Source, carrying its `problem`, so the
 job counts it under that reason like any other bad input rather than losing it on the launcher; so is
-a jsonl line that is not a JSON object (`malformed_json`) and a row that is not UTF-8 (`invalid_utf8`),
-while the rows around it are read. A list that breaks off (a compressed stream cut short or corrupted,
-a parquet file without its footer or with a damaged row group) keeps the rows read before the damage,
-and its lost rest is a Source too, under `truncated_input` or `corrupt_input` as in the images job:
-one for a compressed list, whose lost rows are unknown, one a row for parquet, which knows them.
+a jsonl line that is not a JSON object (`malformed_json`), a csv row with more fields than its header
+(`malformed_csv`) and a row that is not UTF-8 (`invalid_utf8`), while the rows around it are read. A
+list naming one video in several rows (a caption a row) gives a Source a row. A list that breaks off (a
+compressed stream cut short or corrupted, a parquet file without its footer or with a damaged row
+group) keeps the rows read before the damage, and its lost rest is a Source too, under
+`truncated_input` or `corrupt_input` as in the images job: one for a compressed list, whose lost rows
+are unknown, one a row for parquet, which knows them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 
 from dew.data.extras import require
 from dew.preprocess import files
-from dew.preprocess.csv_rows import csv_records
+from dew.preprocess.csv_rows import MALFORMED_CSV, csv_records
 from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
     INVALID_UTF8,
@@ -61,7 +63,7 @@ MISSING_FILE = "missing_file"
 SOURCE_REASONS = (MISSING_FIELD, MISSING_FILE)
 # Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
 # so the stats of a run without such input stay what they were, byte for byte.
-LIST_REASONS = (MALFORMED_JSON, INVALID_UTF8, TOO_LONG, TRUNCATED_INPUT, CORRUPT_INPUT)
+LIST_REASONS = (MALFORMED_JSON, MALFORMED_CSV, INVALID_UTF8, TOO_LONG, TRUNCATED_INPUT, CORRUPT_INPUT)
 # A row of a list: its values, or none with why it cannot be read and how ("" when the reason says it all).
 _Row = tuple[Mapping[str, Any], str | None, str]
 # A video found: (path, name, caption, problem, detail), as Source holds them.
@@ -136,7 +138,8 @@ def _rows(path: str, fields: Sequence[str]) -> Iterator[_Row]:
     with files.open_read(path) as raw, decompressed(raw, compression_of(path)) as stream:
         if row_kind(path, LIST_SUFFIXES) == "csv":
             # A bad cell's lone surrogates are refused by _listed: it drops its row only.
-            yield from ((values, None, "") for values in csv_records(stream))
+            for values, reason in csv_records(stream):
+                yield values, reason, "more fields than the header names (an unquoted comma?)" if reason else ""
             return
         for number, line in enumerate(bounded_lines(stream, MAX_ROW_BYTES), 1):
             if line is None:
@@ -248,7 +251,16 @@ def find_sources(patterns: Sequence[str], options: SourceOptions) -> tuple[tuple
                     )
         if not sources:
             raise FileNotFoundError(f"--input {pattern} holds no video")
-        found.update((source[0], source) for source in sources)
+        # A video a pattern reaches twice is read once, as a file two patterns name is; but a list that
+        # names one video in several rows (one caption a row, as MSR-VTT's lists do) gives a source a row.
+        keyed: dict[str, _Found] = {}
+        for source in sources:
+            key, again = source[0], 0
+            while key in keyed:
+                again += 1
+                key = f"{source[0]}\0{again}"  # sorts right after the video's first row
+            keyed[key] = source
+        found.update(keyed)
         manifest.update((item.path, item) for item in listed)
     numbered = tuple(
         Source(index=i, path=path, name=name, caption=caption, problem=problem, detail=detail)

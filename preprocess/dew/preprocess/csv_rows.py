@@ -13,9 +13,15 @@ from typing import Any
 
 from dew.preprocess.document_rows import CORRUPT_INPUT, MAX_ROW_BYTES, DamagedInput
 
+# A row with more fields than the header names: an unquoted comma in a caption, say. Its fields cannot be
+# told apart (which comma split the caption?), so it is dropped, never read as its first fields.
+MALFORMED_CSV = "malformed_csv"
 
-def csv_records(stream: Any, *, limit: int = MAX_ROW_BYTES) -> Iterator[dict[str, str]]:
-    """The rows of a csv list (a bytes stream) as dicts keyed by its header.
+
+def csv_records(stream: Any, *, limit: int = MAX_ROW_BYTES) -> Iterator[tuple[dict[str, str], str | None]]:
+    """The rows of a csv list (a bytes stream) as (dict keyed by its header, None), or ({}, MALFORMED_CSV)
+    for a row with more fields than the header (a row with fewer lacks the rest: the caller's field
+    check finds them missing).
 
     Undecodable bytes become lone surrogates, which the caller's field check refuses, so a bad cell drops
     its row only; a byte order mark (Excel's "CSV UTF-8") is not part of the first column's name. The
@@ -35,7 +41,7 @@ def csv_records(stream: Any, *, limit: int = MAX_ROW_BYTES) -> Iterator[dict[str
         start = lines.number + 1
         for record in records:
             lines.check_closed(start)
-            yield record
+            yield ({}, MALFORMED_CSV) if None in record else (record, None)
             start = lines.number + 1
     except csv.Error as error:
         raise DamagedInput(CORRUPT_INPUT, f"csv: {error}") from error

@@ -35,6 +35,7 @@ import apache_beam as beam
 from dew.data.extras import require
 from dew.preprocess import files
 from dew.preprocess.constants import DAMAGED, NAMESPACE, STATS_TAG
+from dew.preprocess.csv_rows import MALFORMED_CSV
 from dew.preprocess.document_rows import (
     CORRUPT_INPUT,
     INVALID_UTF8,
@@ -60,7 +61,8 @@ ROW_REASONS = (MISSING_FIELD, INVALID_UTF8, MALFORMED_JSON, MISSING_IMAGE)
 FILE_REASONS = (TRUNCATED_INPUT, CORRUPT_INPUT, files.DANGLING_SYMLINK, files.SYMLINK_LOOP, UNSUPPORTED_FORMAT)
 # Reasons counted since stats.json listed the ones above: stats.json names them only once one is counted,
 # so the stats of a run without such input stay what they were, byte for byte.
-NEWER_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME, UNREADABLE, TOO_LONG)
+# malformed_csv: a url list's csv row (url_reading), counted with this reader's tallies.
+NEWER_REASONS = (NOT_A_FILE, REMOTE_PATH, NON_UTF8_NAME, UNREADABLE, TOO_LONG, MALFORMED_CSV)
 # Rows of a saved HF dataset taken from Arrow at once.
 _HF_ROWS = 256
 Fields = dict[str, bytes]

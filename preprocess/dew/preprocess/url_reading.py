@@ -87,8 +87,8 @@ class _ReadUrlSource(ReadSource):
             files.open_read(source.path) as raw,
             decompressed(raw, compression_of(source.path), label="csv") as stream,
         ):
-            for row, values in enumerate(csv_records(stream)):
-                yield row, values, None
+            for row, (values, reason) in enumerate(csv_records(stream)):
+                yield row, values, reason
 
 
 class ReadUrls(ReadImages):
