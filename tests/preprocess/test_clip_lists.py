@@ -215,7 +215,7 @@ def test_a_list_naming_one_video_in_several_rows_gives_a_source_a_caption(videos
     rows = [{"path": "videos/tone.mp4", "caption": f"caption {i}"} for i in range(3)]
     rows.insert(1, {"path": "videos/quiet.mp4", "caption": "quiet"})
     listed.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    sources, _ = find_sources([str(listed), str(listed.parent / "*.jsonl")], SourceOptions())
+    sources, _ = find_sources([str(listed), str(listed.parent / "captions.js*")], SourceOptions())
     assert [(Path(s.path).name, s.caption) for s in sources] == [
         ("quiet.mp4", "quiet"),
         ("tone.mp4", "caption 0"),
