@@ -19,6 +19,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dew.data import remote
+from dew.data.extras import require
+from dew.data.shard_entry import Shard
+from dew.data.shard_names import shard_extension
 
 META = "meta.json"
 JOB_MARKER = ".dew-job.json"
@@ -139,3 +142,22 @@ def open_array_record(path: str, *, where: str | None = None, record_count: int 
             reader.close()
             raise
     return reader
+
+
+def check_own_records(path: str, shard: Shard, *, where: str | None = None) -> None:
+    """Refuses a local copy `path` of a committed shard whose own count (the ArrayRecord footer, the parquet
+    footer) is not meta.json's `records`, naming the shard (`where`, by default `path`). A job reading a
+    committed directory asks it when it first opens a shard, as the runtime's readers check theirs: a
+    count that disagrees means the shard or meta.json changed after the commit. A `.bin` shard has no
+    footer; its eos ids are its index (dew.data.tokens.bin_documents)."""
+    where = where or path
+    ext = shard_extension(shard.name)
+    if ext == "array_record":
+        open_array_record(path, where=where, record_count=shard.records).close()
+    elif ext == "parquet":
+        pq = require("pyarrow.parquet", for_what=f"reading parquet shard {where}")
+        try:
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except Exception as error:  # pyarrow names neither the file nor the fix
+            raise remote.DamagedError(f"{where} is not a readable parquet file: {error}; {remote.OVERWRITE}") from None
+        check_records(where, rows, shard.records)
