@@ -235,3 +235,13 @@ def test_inspect_refuses_a_sampled_shard_whose_own_count_is_not_meta_jsons(
     err = refused(["inspect", str(directory)], capsys)
     assert f"{shard} holds" in err and "by its own footer, but meta.json records" in err and OVERWRITE in err, err
 
+
+def test_inspect_reads_a_documents_directory_without_stats_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stats.json is optional by the contract; inspect of such a documents directory failed with a
+    traceback, `KeyError: 'dropped'`, after printing half its report."""
+    directory = documents_directory(tmp_path / "documents")
+    assert cli.main(["inspect", str(directory)]) == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "5 records spread over the 5 of train-00000-of-00001.parquet" in out, out

@@ -98,7 +98,7 @@ def summarize(
         "config": dict(meta.config),
         "stats": _stats(path),
     }
-    if meta.kind == DocumentsSection.KIND:
+    if meta.kind == DocumentsSection.KIND and found["stats"]:  # without stats.json there are no books to explain
         _explain_removals(path, meta, found["stats"], removals)
     found["stats"].pop("removal_tables", None)
     if meta.kind != "tokens":
