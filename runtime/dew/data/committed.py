@@ -21,7 +21,7 @@ from typing import Any
 from dew.data import remote
 from dew.data.extras import require
 from dew.data.shard_entry import Shard
-from dew.data.shard_names import shard_extension
+from dew.data.shard_names import BLOCKS_SUFFIX, shard_extension
 
 META = "meta.json"
 JOB_MARKER = ".dew-job.json"
@@ -108,6 +108,22 @@ def refuse_dew_directory(directory: str, names: list[str] | None = None, *, writ
             "path alone, which keeps its val split apart and checks its shards against meta.json"
         )
     if dew_signs(names):
+        raise not_committed(directory, writer, names=names)
+
+
+def refuse_uncommitted(directory: str, names: list[str] | None = None, *, writer: str = "the preprocess job") -> None:
+    """Raises before a file of `directory` is read on its own (a glob, a path) when the directory is one a
+    dew job wrote and never committed, or one whose meta.json is gone: no meta.json, and the job's claim,
+    its temporaries, or a shard beside its block checksums (`<shard>.blocks`), which only dew writes.
+
+    A shard name alone is no mark here, unlike for a raw shard set (refuse_dew_directory): other tools
+    name files `train-00000-of-00002.parquet` too, and a file named on its own is read as it is."""
+    names = listing(directory) if names is None else names
+    if META in names:
+        return
+    present = set(names)
+    sidecars = any(_DEW_SHARD.match(n) and n + BLOCKS_SUFFIX in present for n in names)
+    if JOB_MARKER in present or TEMP_DIR in present or sidecars:
         raise not_committed(directory, writer, names=names)
 
 

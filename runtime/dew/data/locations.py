@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dew.data import formats, remote, shard_cache
+from dew.data import committed, formats, remote, shard_cache
 from dew.data.sections import TokensSection
 
 
@@ -66,9 +66,12 @@ def single_file(path: str) -> SingleFile:
 
     A dew meta.json gives its tokens section, and the file, when it lists it, is checked as the directory's
     reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
-    the token fields as it is, and an unlisted file is read as it is."""
+    the token fields as it is, and an unlisted file is read as it is. Without a meta.json, a file of a
+    directory a dew job left uncommitted is refused (dew.data.committed.refuse_uncommitted)."""
     where, data = sibling_json(path)
     hold = shard_cache.Hold()
+    if data is None:
+        committed.refuse_uncommitted(os.path.dirname(remote.resolve(path)) or ".", writer=TokensSection.WRITER)
     if not is_dew_meta(data):
         return SingleFile(local_file(path, hold), data, None, hold)
     meta = formats.Meta.from_json(data, where=where)

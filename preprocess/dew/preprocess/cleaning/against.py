@@ -113,8 +113,10 @@ def text_inputs(patterns: list[str], text_field: str) -> tuple[files.InputFile, 
 
 def _named_shards(directory: str) -> dict[object, Shard]:
     """The shards and removal tables of `directory` when it is a committed documents directory (so that
-    its files named one by one are checked too, and a removal table is not read as documents), else none."""
+    its files named one by one are checked too, and a removal table is not read as documents), else none.
+    A directory a dew job left uncommitted is refused: its files are no corpus, named one by one or not."""
     if not files.exists(files.join(directory, committed.META)):
+        committed.refuse_uncommitted(directory, writer=DocumentsSection.WRITER)
         return {}
     meta = formats.read_meta(directory)
     if meta.kind != DocumentsSection.KIND:
