@@ -253,3 +253,19 @@ def test_the_shards_of_an_uncommitted_directory_named_by_a_glob_are_refused(two_
         with pytest.raises(committed.UncommittedError, match=said):
             run()
     assert not any((tmp_path / name / formats.META).exists() for name in ("c", "t"))
+
+
+def test_a_shard_named_file_its_meta_json_does_not_list_is_refused(two_corpora, tmp_path: Path) -> None:
+    """A commit deletes every shard its meta.json does not list, so one beside them was put there by hand;
+    named by a glob with the listed ones, it was read as documents, unchecked."""
+    extended = tmp_path / "A"
+    shutil.copytree(two_corpora["A"], extended)
+    (shard,) = formats.read_meta(str(extended)).shards("train")
+    extra = extended / "train-00001-of-00002.parquet"
+    shutil.copy(extended / shard.name, extra)
+    for run in (
+        lambda: clean([str(extended / "train-?????-of-?????.parquet")], tmp_path / "c"),
+        lambda: tokenize_job.main(["--input", str(extra), "--output", str(tmp_path / "t"), *IN_MEMORY]),
+    ):
+        with pytest.raises(UsageError, match=rf"{re.escape(str(extra))} is named as a shard, but .* lists no such"):
+            run()

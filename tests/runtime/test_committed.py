@@ -169,3 +169,18 @@ def test_a_file_named_like_a_shard_with_no_dew_mark_beside_it_still_reads(tmp_pa
     shard = uncommitted_tokens(tmp_path / "tokens", kind, "raw")
     data = TokenWindows(path=str(shard), seq_len=4, loading=Loading(workers=0), val_batches=None).load(batch=1)
     assert data.train is not None
+
+
+@pytest.mark.parametrize("kind", ["bin", "parquet"])
+def test_a_shard_named_file_meta_json_does_not_list_is_refused_not_read_by_its_dtype(tmp_path: Path, kind) -> None:
+    """A committed directory holds no shard its meta.json does not list (the commit deletes stale ones),
+    so one named on its own was put there by hand; it was read as it is, by meta.json's dtype and eos."""
+    from dew.data import TokenWindows
+    from tests.runtime.token_support import documents, write_corpus
+
+    directory = tmp_path / "tokens"
+    write_corpus(str(directory), {"train": documents(10)}, kind=kind)
+    extra = directory / formats.shard_name("train", 2, 3, kind)
+    extra.write_bytes((directory / formats.shard_name("train", 0, 2, kind)).read_bytes())
+    with pytest.raises(ValueError, match=rf"{extra} is named as a shard, but {directory}/meta.json lists no"):
+        TokenWindows(path=str(extra), seq_len=4, loading=Loading(workers=0), val_batches=None).load(batch=1)
