@@ -174,3 +174,74 @@ def test_inspect_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> 
     finally:
         os.close(write)
     assert done.returncode == cli.BROKEN_PIPE_EXIT and done.stderr == "", done.stderr
+
+
+def documents_directory(directory: Path) -> Path:
+    """A committed documents directory as another tool may write one: one parquet shard, meta.json, no
+    stats.json (the contract leaves it optional) and no removal tables."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dew.data import formats
+    from dew.data.sections import DocumentsSection
+
+    directory.mkdir()
+    name = formats.shard_name("train", 0, 1, "parquet")
+    rows = {f: [f"{f} {i}".encode() for i in range(5)] for f in ("id", "text", "source", "row")}
+    pq.write_table(pa.table({f: pa.array(v, type=pa.binary()) for f, v in rows.items()}), directory / name)
+    written = directory / name
+    shard = formats.Shard(name, 5, 40, written.stat().st_size, formats.sha256_file(str(written)))
+    formats.write_meta(str(directory), formats.Meta(section=DocumentsSection(), splits={"train": (shard,)}))
+    return directory
+
+
+def recount(directory: Path, index: int, delta: int) -> Path:
+    """meta.json rewritten, checksum and all, with train shard `index` holding `delta` more records than
+    its own footer (or, for a .bin, its eos ids) counts: the shard is named in what refuses it."""
+    from tests.runtime.test_committed import rewrite_records
+
+    return directory / rewrite_records(directory, "train", index, delta)
+
+
+@pytest.mark.parametrize(("kind", "delta"), [("bin", 1), ("array_record", 1), ("array_record", -1), ("parquet", -1)])
+@pytest.mark.parametrize("job", ["pack", "plan-mixture"])
+def test_a_record_count_unlike_the_shards_own_is_refused_by_name_and_nothing_is_written(
+    job: str, kind: str, delta: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pack and plan-mixture counted documents by the shards' eos ids and never compared meta.json's
+    records: pack wrote its document index and plans, plan-mixture its plan, over a meta.json that lies."""
+    corpus = token_corpus(tmp_path / "c", kind=kind)
+    shard = recount(corpus, 1, delta)
+    if job == "pack":
+        argv = ["pack", "--corpus", str(corpus), "--seq_len", "16"]
+    else:
+        argv = ["plan-mixture", "--corpus", f"{corpus}=1", "--tokens", "100", "--seq_len", "8"]
+        argv += ["--output", str(tmp_path / "m.json")]
+    err = refused([*argv, *IN_MEMORY], capsys)
+    assert str(shard) in err or f"shard {shard.name} " in err, err
+    assert "meta.json records" in err and OVERWRITE in err, err
+    assert not (corpus / "train.documents.npz").exists() and not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("delta", [1, -1])
+@pytest.mark.parametrize("kind", ["images", "documents"])
+def test_inspect_refuses_a_sampled_shard_whose_own_count_is_not_meta_jsons(
+    kind: str, delta: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sample is spread over meta.json's count: past the footer's it raised a bare `index 3 out of
+    bound 3`, short of it the report went out sampling a part of the shard, with meta.json's count."""
+    directory = images(tmp_path / "images") if kind == "images" else documents_directory(tmp_path / "documents")
+    shard = recount(directory, 0, delta)
+    err = refused(["inspect", str(directory)], capsys)
+    assert f"{shard} holds" in err and "by its own footer, but meta.json records" in err and OVERWRITE in err, err
+
+
+def test_inspect_reads_a_documents_directory_without_stats_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stats.json is optional by the contract; inspect of such a documents directory failed with a
+    traceback, `KeyError: 'dropped'`, after printing half its report."""
+    directory = documents_directory(tmp_path / "documents")
+    assert cli.main(["inspect", str(directory)]) == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "5 records spread over the 5 of train-00000-of-00001.parquet" in out, out

@@ -209,3 +209,63 @@ def test_a_committed_corpus_altered_after_its_commit_is_refused_naming_the_shard
     # The untouched corpus still reads, as an input as well as --against.
     clean([str(two_corpora["A"])], tmp_path / "ok", "--against", str(two_corpora["B"]))
     assert_provenance(tmp_path / "ok", {"B": two_corpora["B"]})
+
+
+@pytest.mark.parametrize("delta", [1, -1])
+def test_a_corpus_whose_meta_json_was_recounted_is_refused_naming_the_shard(two_corpora, delta, tmp_path: Path) -> None:
+    """meta.json rewritten, checksum and all, with one record more or fewer than its shard's parquet footer
+    counts: each job read the shard by its checksum alone and committed over it, where the runtime refuses."""
+    from tests.runtime.test_committed import rewrite_records
+
+    recounted = tmp_path / "A"
+    shutil.copytree(two_corpora["A"], recounted)
+    path = recounted / rewrite_records(recounted, "train", 0, delta)
+    crawl = str(two_corpora["crawl"])
+    said = rf"{re.escape(str(path))} holds \d+ records by its own footer, but meta.json records"
+    for run in (
+        lambda: clean([crawl], tmp_path / "c1", "--against", str(recounted)),
+        lambda: clean([str(recounted)], tmp_path / "c2"),
+        lambda: tokenize_job.main(["--input", str(recounted), "--output", str(tmp_path / "t"), *IN_MEMORY]),
+    ):
+        with pytest.raises(Exception, match=said):
+            run()
+    assert not any((tmp_path / name / formats.META).exists() for name in ("c1", "c2", "t"))
+
+
+@pytest.mark.parametrize("state", ["killed", "lost"])
+def test_the_shards_of_an_uncommitted_directory_named_by_a_glob_are_refused(two_corpora, state, tmp_path: Path) -> None:
+    """A folder given as --input is refused uncommitted, but its shards named by a glob were read as plain
+    parquet files: a killed clean's shards, or a corpus that lost its meta.json, tokenized unchecked."""
+    from dew.data import committed
+
+    uncommitted = tmp_path / "A"
+    shutil.copytree(two_corpora["A"], uncommitted)
+    (uncommitted / formats.META).unlink()
+    if state == "killed":
+        (uncommitted / committed.JOB_MARKER).write_text(json.dumps({"config": {"job": "clean"}}))
+        (uncommitted / committed.TEMP_DIR).mkdir()
+    said = "never committed" if state == "killed" else r"holds dew shards \(train-00000-of-00001.parquet"
+    shards = str(uncommitted / "train-?????-of-?????.parquet")
+    for run in (
+        lambda: clean([shards], tmp_path / "c"),
+        lambda: tokenize_job.main(["--input", shards, "--output", str(tmp_path / "t"), *IN_MEMORY]),
+    ):
+        with pytest.raises(committed.UncommittedError, match=said):
+            run()
+    assert not any((tmp_path / name / formats.META).exists() for name in ("c", "t"))
+
+
+def test_a_shard_named_file_its_meta_json_does_not_list_is_refused(two_corpora, tmp_path: Path) -> None:
+    """A commit deletes every shard its meta.json does not list, so one beside them was put there by hand;
+    named by a glob with the listed ones, it was read as documents, unchecked."""
+    extended = tmp_path / "A"
+    shutil.copytree(two_corpora["A"], extended)
+    (shard,) = formats.read_meta(str(extended)).shards("train")
+    extra = extended / "train-00001-of-00002.parquet"
+    shutil.copy(extended / shard.name, extra)
+    for run in (
+        lambda: clean([str(extended / "train-?????-of-?????.parquet")], tmp_path / "c"),
+        lambda: tokenize_job.main(["--input", str(extra), "--output", str(tmp_path / "t"), *IN_MEMORY]),
+    ):
+        with pytest.raises(UsageError, match=rf"{re.escape(str(extra))} is named as a shard, but .* lists no such"):
+            run()

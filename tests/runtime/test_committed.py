@@ -131,3 +131,56 @@ def test_a_clip_count_unlike_the_shards_footer_is_refused_naming_the_shard_not_a
 def test_a_gone_directory_is_no_dew_directory() -> None:
     assert committed.listing(os.path.join("/nonexistent", "dew")) == []
     assert committed.dew_signs(["00000.array_record", "train.bin", "notes.txt"]) == []
+
+
+def uncommitted_tokens(directory: Path, kind: str, state: str) -> Path:
+    """One shard of a token directory a tokenize job left uncommitted: `killed` (its claim and temporaries
+    there) or `lost` (a committed directory whose meta.json went, its shards' .blocks sidecars still beside
+    them), or `raw` (shards named alike with no dew mark beside them: another tool's, read as they are)."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    write_corpus(str(directory), {"train": documents(10)}, kind=kind, block_bytes=0 if state == "raw" else 256)
+    (directory / formats.META).unlink()
+    if state == "killed":
+        (directory / committed.JOB_MARKER).write_text(json.dumps({"config": {"job": "tokenize"}}))
+        (directory / committed.TEMP_DIR).mkdir()
+    return directory / formats.shard_name("train", 0, 2, kind)
+
+
+@pytest.mark.parametrize("kind", ["bin", "array_record", "parquet"])
+@pytest.mark.parametrize("state", ["killed", "lost"])
+def test_a_shard_of_an_uncommitted_token_directory_read_on_its_own_is_refused(tmp_path: Path, kind, state) -> None:
+    """TokenWindows read a file named on its own as a raw file whenever no meta.json lay beside it: a
+    killed tokenize job's first shard trained as if it were the corpus, never checked."""
+    from dew.data import TokenWindows
+
+    shard = uncommitted_tokens(tmp_path / "tokens", kind, state)
+    said = "never committed" if state == "killed" else rf"holds dew shards \({shard.name}"
+    with pytest.raises(committed.UncommittedError, match=said):
+        TokenWindows(path=str(shard), seq_len=8, loading=Loading(workers=0), val_batches=None).load(batch=2)
+
+
+@pytest.mark.parametrize("kind", ["bin", "parquet"])
+def test_a_file_named_like_a_shard_with_no_dew_mark_beside_it_still_reads(tmp_path: Path, kind) -> None:
+    """Other tools name files `train-00000-of-00002.parquet` too (a Hugging Face upload): only dew's own
+    marks, not the name, make a directory one dew wrote."""
+    from dew.data import TokenWindows
+
+    shard = uncommitted_tokens(tmp_path / "tokens", kind, "raw")
+    data = TokenWindows(path=str(shard), seq_len=4, loading=Loading(workers=0), val_batches=None).load(batch=1)
+    assert data.train is not None
+
+
+@pytest.mark.parametrize("kind", ["bin", "parquet"])
+def test_a_shard_named_file_meta_json_does_not_list_is_refused_not_read_by_its_dtype(tmp_path: Path, kind) -> None:
+    """A committed directory holds no shard its meta.json does not list (the commit deletes stale ones),
+    so one named on its own was put there by hand; it was read as it is, by meta.json's dtype and eos."""
+    from dew.data import TokenWindows
+    from tests.runtime.token_support import documents, write_corpus
+
+    directory = tmp_path / "tokens"
+    write_corpus(str(directory), {"train": documents(10)}, kind=kind)
+    extra = directory / formats.shard_name("train", 2, 3, kind)
+    extra.write_bytes((directory / formats.shard_name("train", 0, 2, kind)).read_bytes())
+    with pytest.raises(ValueError, match=rf"{extra} is named as a shard, but {directory}/meta.json lists no"):
+        TokenWindows(path=str(extra), seq_len=4, loading=Loading(workers=0), val_batches=None).load(batch=1)

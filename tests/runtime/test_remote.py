@@ -230,3 +230,17 @@ def test_listing_and_existence_on_the_emulator(gcs_emulator) -> None:
     assert not remote.exists("gs://dew-no-such-bucket/x")
     with pytest.raises(FileNotFoundError, match=f"{root}/none"):
         remote.list_names(f"{root}/none")
+
+
+def test_a_shard_of_an_uncommitted_remote_directory_read_on_its_own_is_refused(gcs_emulator, cache) -> None:
+    """A killed tokenize job's gs:// directory: its shard and claim, no meta.json. Named on its own, the
+    shard read as a raw .bin, as it did locally."""
+    from dew.data import Loading, TokenWindows, committed
+
+    root = f"gs://{BUCKET}/remote-killed"
+    _commit_corpus(root, np.arange(100))
+    gcs_filesystem().rm(f"{root}/{formats.META}")
+    _upload(f"{root}/{committed.JOB_MARKER}", json.dumps({"config": {"job": "tokenize"}}).encode())
+    shard = f"{root}/{formats.shard_name('train', 0, 1, 'bin')}"
+    with pytest.raises(committed.UncommittedError, match="a dew tokenize job's directory that was never committed"):
+        TokenWindows(path=shard, seq_len=8, loading=Loading(workers=0), val_batches=None).load(batch=2)

@@ -21,7 +21,7 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from dew.data import formats, remote
+from dew.data import committed, formats, remote
 from dew.data.extras import require
 from dew.data.sections import DocumentsSection, document_shard
 from dew.preprocess.document_rows import DamagedInput, DocumentRows, ReadOptions
@@ -77,7 +77,9 @@ def _kept(corpus: str, doc_id: str, fingerprint: str | None) -> dict[str, Any]:
         if not shards:
             return {"missing": f"{corpus} holds no {_TRAIN} shard"}
         shard = shards[document_shard(doc_id, len(shards))]
-        found = _find(formats.verify_shard(corpus, shard, checksum=True), doc_id)
+        local = formats.verify_shard(corpus, shard, checksum=True)
+        committed.check_own_records(local, shard, where=os.path.join(corpus, shard.name))
+        found = _find(local, doc_id)
     except (OSError, ValueError) as error:  # uncommitted, damaged or unreadable: said, never raised
         return {"missing": str(error)}
     if found is None:
@@ -150,5 +152,7 @@ def _checked(source: str) -> str:
     meta = formats.read_meta(directory or ".")
     for shard in (s for shards in meta.splits.values() for s in shards):
         if shard.name == name:
-            return formats.verify_shard(directory or ".", shard, checksum=True)
+            local = formats.verify_shard(directory or ".", shard, checksum=True)
+            committed.check_own_records(local, shard, where=source)
+            return local
     return source

@@ -86,12 +86,16 @@ def same_file_key(path: str) -> object:
 def verified(path: str, shard: Shard) -> str:
     """A local path holding the committed shard at `path` (itself, or a gs:// shard's cached copy), after
     checking its bytes against `shard`'s sha256 from meta.json (dew.data.formats.verify_shard, once per
-    host and file state); refuses one that differs, naming it, as no longer what its directory committed."""
+    host and file state) and its own footer's record count against meta.json's
+    (dew.data.committed.check_own_records); refuses one that differs, naming it, as no longer what its
+    directory committed."""
     directory = path[: -len(shard.name)].rstrip("/") if path.endswith(shard.name) else os.path.dirname(path)
     try:
-        return formats.verify_shard(directory, shard, checksum=True)
-    except formats.DamagedError as error:  # its size or checksum differs: it names the shard and the fix
+        local = formats.verify_shard(directory, shard, checksum=True)
+        committed.check_own_records(local, shard, where=path)
+    except formats.DamagedError as error:  # its size, checksum or count differs: it names the shard and the fix
         raise user_error(error) from None
+    return local
 
 
 def _matches_nothing(pattern: str) -> str:

@@ -18,10 +18,11 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data import formats, integrity, packing, remote
+from dew.data import committed, formats, integrity, packing, remote
 from dew.data.extras import require
 from dew.data.formats import DamagedError, Meta
 from dew.data.sections import TokensSection
+from dew.data.tokens.bin_documents import Counted
 from dew.preprocess import files, progress
 from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.progress import Phase
@@ -54,16 +55,19 @@ def shard_tokens(path: str, ext: str, dtype: np.dtype) -> Iterator[np.ndarray]:
 
 
 def verified_copy(directory: str, shard: formats.Shard, work: str) -> str:
-    """A local copy of a committed shard (the file itself when local) holding the bytes meta.json records:
-    a truncated or damaged shard is refused by name, as a user error, before a reader meets its bytes."""
+    """A local copy of a committed shard (the file itself when local) holding the bytes meta.json records,
+    its own footer counting meta.json's records (dew.data.committed.check_own_records): a truncated,
+    damaged or recounted shard is refused by name, as a user error, before a reader meets its bytes."""
+    where = files.join(directory, shard.name)
     try:
         if files.is_local(directory):
-            return formats.verify_shard(directory, shard, checksum=True)
-        where = files.join(directory, shard.name)
-        path = files.download(where, work)
-        formats.check_size(path, shard, where=where)
-        if integrity.enabled() and integrity.digest_file(path, "sha256") != shard.sha256:
-            raise DamagedError(f"{where} fails its sha256 check against {formats.META}; {remote.OVERWRITE}")
+            path = formats.verify_shard(directory, shard, checksum=True)
+        else:
+            path = files.download(where, work)
+            formats.check_size(path, shard, where=where)
+            if integrity.enabled() and integrity.digest_file(path, "sha256") != shard.sha256:
+                raise DamagedError(f"{where} fails its sha256 check against {formats.META}; {remote.OVERWRITE}")
+        committed.check_own_records(path, shard, where=where)
         return path
     except DamagedError as error:
         raise user_error(error) from None
@@ -77,6 +81,24 @@ def shard_document_ends(path: str, ext: str, tokens: TokensSection) -> tuple[int
             found.append(np.flatnonzero(chunk == tokens.eos_id).astype(np.int64) + (seen + 1))
         seen += len(chunk)
     return seen, np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
+def committed_document_ends(
+    directory: str, split: str, shard: formats.Shard, tokens: TokensSection, work: str
+) -> tuple[int, np.ndarray]:
+    """shard_document_ends of a committed shard, checked against meta.json as the runtime checks it when
+    it first opens the shard: size, checksum, and its record count against its own (an ArrayRecord or
+    parquet footer, in verified_copy; a `.bin` shard's documents by its eos ids, counted here for free)."""
+    path = verified_copy(directory, shard, work)
+    ext = formats.shard_extension(shard.name)
+    seen, ends = shard_document_ends(path, ext, tokens)
+    if ext == "bin" and tokens.eos_id is not None:
+        documents = len(ends) + int(seen > 0 and (ends.size == 0 or int(ends[-1]) != seen))
+        try:
+            Counted(directory, split, shard, tokens.eos_id, tokens.tokenizer).held(documents)
+        except DamagedError as error:
+            raise user_error(error) from None
+    return seen, ends
 
 
 # The progress phases of packing: every shard's document ends found, then each split's index and plans.
@@ -96,8 +118,7 @@ class _ShardEnds(beam.DoFn):
         split, index, shard = element
         work = tempfile.mkdtemp(prefix="dew-pack-")
         try:
-            path = verified_copy(self.output, shard, work)
-            seen, ends = shard_document_ends(path, formats.shard_extension(shard.name), meta.tokens)
+            seen, ends = committed_document_ends(self.output, split, shard, meta.tokens, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if seen != shard.units:

@@ -27,7 +27,7 @@ from dew.data.formats import Meta
 from dew.data.tokens.mixture_plan import MIXTURE_FORMAT
 from dew.data.tokens.opening import check_same_tokenizer
 from dew.preprocess import files
-from dew.preprocess.pack import shard_document_ends, verified_copy
+from dew.preprocess.pack import committed_document_ends
 from dew.preprocess.quiet import user_error
 
 
@@ -82,8 +82,7 @@ def corpus_windows(directory: str, meta: Meta, split: str, seq_len: int, bins: i
 def _scan_ends(directory: str, meta: Meta, split: str, work: str) -> np.ndarray:
     found, seen = [], 0
     for shard in meta.shards(split):
-        path = verified_copy(directory, shard, work)
-        tokens, local = shard_document_ends(path, formats.shard_extension(shard.name), meta.tokens)
+        tokens, local = committed_document_ends(directory, split, shard, meta.tokens, work)
         found.append(local + seen)
         seen += tokens
     ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)

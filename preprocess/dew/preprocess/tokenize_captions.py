@@ -20,17 +20,15 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from dew.data import committed
 from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.extras import require
-from dew.data.formats import DamagedError, Meta, Shard
+from dew.data.formats import Meta, Shard
 from dew.data.sections import ImagesSection
 from dew.data.text import HFTokenizer
-from dew.preprocess import files, progress
+from dew.preprocess import progress
 from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.pack import verified_copy
-from dew.preprocess.quiet import user_error
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 from dew.preprocess.writing import commit_shards
@@ -138,16 +136,6 @@ def _read_range(path: str, fields: tuple[str, ...], start: int, end: int) -> lis
         reader.close()
 
 
-def _check_records(path: str, where: str, shard: Shard) -> None:
-    """Refuses a verified local shard whose own footer (ArrayRecord) or metadata (parquet) counts other
-    records than meta.json: ranges are cut by meta.json's count, and must not run past or fall short."""
-    if path.endswith(".parquet"):
-        pq = require("pyarrow.parquet", for_what="reading parquet shards")
-        committed.check_records(where, pq.ParquetFile(path).metadata.num_rows, shard.records)
-    else:
-        committed.open_array_record(path, where=where, record_count=shard.records).close()
-
-
 class _TokenizeRange(beam.DoFn):
     """Range → its records with their caption's ids. Each shard is checked against meta.json (size,
     checksum, record count) the first time this worker reads it, as the runtime's readers check theirs,
@@ -177,14 +165,11 @@ class _TokenizeRange(beam.DoFn):
 
     def _local(self, name: str) -> str:
         """The shard as a local file, checked: ArrayRecord reads local files only, so a gs:// shard is
-        fetched (into a folder of its own, so a download cut short is never taken for the shard) once a worker."""
+        fetched (into a folder of its own, so a download cut short is never taken for the shard) once a worker.
+        Its own footer must count meta.json's records (verified_copy): ranges are cut by meta.json's count,
+        and must not run past or fall short."""
         if name not in self.verified:
-            shard = self.shards[name]
-            path = verified_copy(self.plan.input, shard, tempfile.mkdtemp(dir=self.local))
-            try:
-                _check_records(path, files.join(self.plan.input, name), shard)
-            except DamagedError as error:
-                raise user_error(error) from None
+            path = verified_copy(self.plan.input, self.shards[name], tempfile.mkdtemp(dir=self.local))
             self.verified[name] = path
         return self.verified[name]
 

@@ -19,6 +19,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dew.data import remote
+from dew.data.extras import require
+from dew.data.shard_entry import Shard
+from dew.data.shard_names import BLOCKS_SUFFIX, shard_extension
 
 META = "meta.json"
 JOB_MARKER = ".dew-job.json"
@@ -108,6 +111,22 @@ def refuse_dew_directory(directory: str, names: list[str] | None = None, *, writ
         raise not_committed(directory, writer, names=names)
 
 
+def refuse_uncommitted(directory: str, names: list[str] | None = None, *, writer: str = "the preprocess job") -> None:
+    """Raises before a file of `directory` is read on its own (a glob, a path) when the directory is one a
+    dew job wrote and never committed, or one whose meta.json is gone: no meta.json, and the job's claim,
+    its temporaries, or a shard beside its block checksums (`<shard>.blocks`), which only dew writes.
+
+    A shard name alone is no mark here, unlike for a raw shard set (refuse_dew_directory): other tools
+    name files `train-00000-of-00002.parquet` too, and a file named on its own is read as it is."""
+    names = listing(directory) if names is None else names
+    if META in names:
+        return
+    present = set(names)
+    sidecars = any(_DEW_SHARD.match(n) and n + BLOCKS_SUFFIX in present for n in names)
+    if JOB_MARKER in present or TEMP_DIR in present or sidecars:
+        raise not_committed(directory, writer, names=names)
+
+
 def check_records(where: str, found: int, recorded: int) -> None:
     """Refuses a shard whose own footer or index counts other records than meta.json says it holds."""
     if found != recorded:
@@ -139,3 +158,22 @@ def open_array_record(path: str, *, where: str | None = None, record_count: int 
             reader.close()
             raise
     return reader
+
+
+def check_own_records(path: str, shard: Shard, *, where: str | None = None) -> None:
+    """Refuses a local copy `path` of a committed shard whose own count (the ArrayRecord footer, the parquet
+    footer) is not meta.json's `records`, naming the shard (`where`, by default `path`). A job reading a
+    committed directory asks it when it first opens a shard, as the runtime's readers check theirs: a
+    count that disagrees means the shard or meta.json changed after the commit. A `.bin` shard has no
+    footer; its eos ids are its index (dew.data.tokens.bin_documents)."""
+    where = where or path
+    ext = shard_extension(shard.name)
+    if ext == "array_record":
+        open_array_record(path, where=where, record_count=shard.records).close()
+    elif ext == "parquet":
+        pq = require("pyarrow.parquet", for_what=f"reading parquet shard {where}")
+        try:
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except Exception as error:  # pyarrow names neither the file nor the fix
+            raise remote.DamagedError(f"{where} is not a readable parquet file: {error}; {remote.OVERWRITE}") from None
+        check_records(where, rows, shard.records)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dew.data import formats, remote, shard_cache
+from dew.data import committed, formats, remote, shard_cache
 from dew.data.sections import TokensSection
 
 
@@ -66,15 +66,26 @@ def single_file(path: str) -> SingleFile:
 
     A dew meta.json gives its tokens section, and the file, when it lists it, is checked as the directory's
     reader checks it: by size now, a gs:// one fetched and checked by sha256 too. Any other JSON is taken as
-    the token fields as it is, and an unlisted file is read as it is."""
+    the token fields as it is, and an unlisted file is read as it is, unless it is named as a shard: a commit
+    deletes every shard its meta.json does not list, so such a file was put there by hand and is refused.
+    Without a meta.json, a file of a directory a dew job left uncommitted is refused
+    (dew.data.committed.refuse_uncommitted)."""
     where, data = sibling_json(path)
     hold = shard_cache.Hold()
+    if data is None:
+        committed.refuse_uncommitted(os.path.dirname(remote.resolve(path)) or ".", writer=TokensSection.WRITER)
     if not is_dew_meta(data):
         return SingleFile(local_file(path, hold), data, None, hold)
     meta = formats.Meta.from_json(data, where=where)
     tokens = meta.expect(TokensSection.KIND, where).to_json()
     name = os.path.basename(path)
     shard = next((s for split in meta.splits.values() for s in split if s.name == name), None)
+    if shard is None and formats.parse_shard_name(name) is not None:
+        raise ValueError(
+            f"{path} is named as a shard, but {where} lists no such shard: a commit leaves none it does not "
+            "list, so the file is no part of the corpus committed there; read the directory itself, or move "
+            "the file out of it to read it on its own"
+        )
     if shard is None:
         local = local_file(path, hold)
     else:

@@ -95,15 +95,25 @@ def text_inputs(patterns: list[str], text_field: str) -> tuple[files.InputFile, 
             expanded.append(pattern)
     kept: dict[object, files.InputFile] = {}
     found = files.expand_inputs(expanded)
-    for parent in sorted({i.path.rsplit("/", 1)[0] if "/" in i.path else "." for i in found}):
-        entries.update(_named_shards(parent))
+    listed: set[str] = set()  # the directories found committed: their shards are the ones meta.json lists
+    for parent in sorted({_parent(i.path) for i in found}):
+        named = _named_shards(parent)
+        entries.update(named)
+        if named:
+            listed.add(parent)
     for item in found:  # sorted by path: the first spelling of a file is the one read
+        key = files.same_file_key(item.path)
+        if _parent(item.path) in listed and key not in entries and formats.parse_shard_name(item.path):
+            raise ValueError(
+                f"--input {item.path} is named as a shard, but {files.join(_parent(item.path), committed.META)} "
+                "lists no such shard: a commit leaves none it does not list, so the file is no part of that "
+                "documents directory; pass the directory itself as --input"
+            )
         if item.path.endswith(REMOVALS_SUFFIX) and files.same_file_key(item.path) in entries:
             raise ValueError(
                 f"--input {item.path} is a removal table of a documents directory, not documents: "
                 f"pass the directory itself as --input"
             )
-        key = files.same_file_key(item.path)
         if key in kept:
             logging.warning("--input names %s twice (also as %s): it is read once", kept[key].path, item.path)
             continue
@@ -111,10 +121,16 @@ def text_inputs(patterns: list[str], text_field: str) -> tuple[files.InputFile, 
     return tuple(kept.values())
 
 
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
 def _named_shards(directory: str) -> dict[object, Shard]:
     """The shards and removal tables of `directory` when it is a committed documents directory (so that
-    its files named one by one are checked too, and a removal table is not read as documents), else none."""
+    its files named one by one are checked too, and a removal table is not read as documents), else none.
+    A directory a dew job left uncommitted is refused: its files are no corpus, named one by one or not."""
     if not files.exists(files.join(directory, committed.META)):
+        committed.refuse_uncommitted(directory, writer=DocumentsSection.WRITER)
         return {}
     meta = formats.read_meta(directory)
     if meta.kind != DocumentsSection.KIND:
