@@ -168,3 +168,19 @@ def test_a_removal_table_naming_an_against_corpus_is_read(cleaned, tmp_path: Pat
     assert [e["duplicate_in"] for e in summary["removal_examples"]["exact_duplicate"]] == [
         stats["drop_examples"]["exact_duplicate"]["duplicate_in"]
     ]
+
+
+def test_a_source_in_a_dew_directory_killed_or_stripped_since_is_not_read(tmp_path: Path) -> None:
+    """A removal's source may be a shard of a documents directory (clean --input DIR). When that directory
+    has since lost its meta.json, or is a job's leftovers, its files are not data: the text is not shown."""
+    from dew.data.committed import JOB_MARKER
+
+    config = CleanPlan(output=str(tmp_path / "out"), read=ReadOptions()).config()
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    source = killed / "docs.jsonl"
+    source.write_text(json.dumps({"text": "from a directory never committed"}) + "\n")
+    assert _removed(str(source), 0, config) == {"excerpt": "from a directory never committed"}
+    (killed / JOB_MARKER).write_text("{}")
+    missing = _removed(str(source), 0, config)["missing"]
+    assert str(killed) in missing and "commit" in missing, missing

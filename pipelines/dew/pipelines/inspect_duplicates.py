@@ -145,9 +145,12 @@ def _no_text(source: str, row: int, reason: str | None) -> dict[str, Any]:
 
 
 def _checked(source: str) -> str:
-    """`source`, after its meta.json check when it is a shard of a committed directory (clean read it so)."""
+    """`source`, after its meta.json check when it is a shard of a committed directory (clean read it so);
+    refused (UncommittedError, shown as the reason the text is not read) when its directory is one a dew job
+    wrote and never committed, or whose meta.json is gone."""
     directory, name = os.path.split(source)
     if not os.path.exists(os.path.join(directory or ".", formats.META)):
+        committed.refuse_uncommitted(directory or ".")  # a dew directory killed or stripped since: not data
         return source
     meta = formats.read_meta(directory or ".")
     for shard in (s for shards in meta.splits.values() for s in shards):
