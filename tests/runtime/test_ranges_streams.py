@@ -127,6 +127,11 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
     reading ahead in the same pool meanwhile, and one opened afterwards, read the local copy's batches."""
     monkeypatch.setenv("DEW_GCS_REQUESTS", "2")
     monkeypatch.setattr(ranges, "_POOL", None)  # a pool of 2 for this test
+    # Close waits out the requests in flight. Late in a full run the session's emulator, holding every
+    # object the suite uploaded, can answer slowly, and once 5 s did not cover the two in flight. Deep
+    # has about 58 requests queued at close (counted); waiting them out, 2 at a time at 1 s each, would
+    # take about 29 s, so a 15 s allowance still tells turning them away from waiting them out.
+    monkeypatch.setattr(Loading, "stop_seconds", property(lambda self: 15.0))
     local = write_corpus(
         str(tmp_path / "deep"), {"train": documents(2000, seed=3, longest=400)}, shards=4, block_bytes=4096
     )
@@ -144,7 +149,7 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
         warm, _ = read_global(train(uri, 1).load(batch=batch).train, 1, 1)
         deep = train(uri, 64 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
         other = train(uri, 8 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
-        gcs_faults.latency = 0.5
+        gcs_faults.latency = 1.0
         try:
             first = next(deep)
             others = [next(other)]  # its 8 steps ahead queue their requests in the same pool as deep's
