@@ -130,7 +130,8 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
     # Close waits out the requests in flight. Late in a full run the session's emulator, holding every
     # object the suite uploaded, can answer slowly, and once 5 s did not cover the two in flight. Deep
     # has about 58 requests queued at close (counted); waiting them out, 2 at a time at 1 s each, would
-    # take about 29 s, so a 15 s allowance still tells turning them away from waiting them out.
+    # take about 29 s, past the 15 s allowed. (With Closing.close's cancelling made a no-op this test
+    # still passed when tried: something else turns those requests away too; not yet pinned down.)
     monkeypatch.setattr(Loading, "stop_seconds", property(lambda self: 15.0))
     local = write_corpus(
         str(tmp_path / "deep"), {"train": documents(2000, seed=3, longest=400)}, shards=4, block_bytes=4096
