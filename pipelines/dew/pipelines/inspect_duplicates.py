@@ -77,9 +77,7 @@ def _kept(corpus: str, doc_id: str, fingerprint: str | None) -> dict[str, Any]:
         if not shards:
             return {"missing": f"{corpus} holds no {_TRAIN} shard"}
         shard = shards[document_shard(doc_id, len(shards))]
-        local = formats.verify_shard(corpus, shard, checksum=True)
-        committed.check_own_records(local, shard, where=os.path.join(corpus, shard.name))
-        found = _find(local, doc_id)
+        found = _find(formats.verify_shard(corpus, shard, checksum=True, own_records=True), doc_id)
     except (OSError, ValueError) as error:  # uncommitted, damaged or unreadable: said, never raised
         return {"missing": str(error)}
     if found is None:
@@ -155,7 +153,5 @@ def _checked(source: str) -> str:
     meta = formats.read_meta(directory or ".")
     for shard in (s for shards in meta.splits.values() for s in shards):
         if shard.name == name:
-            local = formats.verify_shard(directory or ".", shard, checksum=True)
-            committed.check_own_records(local, shard, where=source)
-            return local
+            return formats.verify_shard(directory or ".", shard, checksum=True, own_records=True)
     return source

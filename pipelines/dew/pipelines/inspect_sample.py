@@ -10,12 +10,11 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
-import os
 from typing import Any
 
 import numpy as np
 
-from dew.data import committed, formats
+from dew.data import formats
 from dew.data.codec import unpack_dict_of_byte_arrays
 from dew.data.extras import require
 
@@ -44,9 +43,8 @@ def read_sample(path: str, meta: formats.Meta, count: int, budget: int = SAMPLE_
     per_record = max(1, shard.units // shard.records) if type(meta.section).UNIT == "bytes" else 1
     wanted = max(1, min(count, shard.records, budget // per_record))
     indices = sorted({round(i) for i in np.linspace(0, shard.records - 1, wanted)})
-    local = formats.verify_shard(path, shard, checksum=True)
     # The sample is spread over meta.json's count, which must be the shard's own (its footer's).
-    committed.check_own_records(local, shard, where=os.path.join(path, shard.name))
+    local = formats.verify_shard(path, shard, checksum=True, own_records=True)
     if formats.shard_extension(shard.name) == "parquet":
         rows = _parquet_rows(local, indices)
     else:

@@ -91,8 +91,7 @@ def verified(path: str, shard: Shard) -> str:
     directory committed."""
     directory = path[: -len(shard.name)].rstrip("/") if path.endswith(shard.name) else os.path.dirname(path)
     try:
-        local = formats.verify_shard(directory, shard, checksum=True)
-        committed.check_own_records(local, shard, where=path)
+        local = formats.verify_shard(directory, shard, checksum=True, own_records=True)
     except formats.DamagedError as error:  # its size, checksum or count differs: it names the shard and the fix
         raise user_error(error) from None
     return local

@@ -283,9 +283,12 @@ def verify_shard(
     holder: object | None = None,
     close: Callable[[], None] | None = None,
     also: integrity.Pass | None = None,
+    own_records: bool = False,
 ) -> str:
     """The local path of a committed shard, after checking its size, and with `checksum` its content
-    (and, for a local shard, `also` in the same read: dew.data.integrity.verify_file).
+    (and, for a local shard, `also` in the same read: dew.data.integrity.verify_file). With
+    `own_records`, also its own footer's record count against meta.json's, as a job reading a committed
+    directory asks (dew.data.committed.check_own_records).
 
     Readers ask for the checksum when they first open a shard: it costs a full read the first time a
     host sees the file, and nothing after (dew.data.integrity caches the verdict; DEW_VERIFY=0 skips it).
@@ -294,13 +297,17 @@ def verify_shard(
     """
     path = os.path.join(remote.resolve(directory), shard.name)
     if remote.is_remote(path):
-        return shard_cache.fetch(path, size=shard.bytes, sha256=shard.sha256, holder=holder, close=close)
-    if not os.path.exists(path):
+        local = shard_cache.fetch(path, size=shard.bytes, sha256=shard.sha256, holder=holder, close=close)
+    elif not os.path.exists(path):
         raise FileNotFoundError(f"{path} is listed in {META} but missing; {_OVERWRITE}")
-    check_size(path, shard)
-    if checksum:
-        integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c, also=also)
-    return path
+    else:
+        check_size(path, shard)
+        if checksum:
+            integrity.verify_file(path, sha256=shard.sha256, crc32c=shard.crc32c, also=also)
+        local = path
+    if own_records:
+        committed.check_own_records(local, shard, where=path)
+    return local
 
 
 def check_size(copy: str, shard: Shard, *, where: str | None = None) -> None:
