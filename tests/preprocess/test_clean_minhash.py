@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -24,6 +26,20 @@ def test_normalization_undoes_case_spacing_and_punctuation(texts: list[str]) -> 
     for text in texts:
         assert exact_key(normalize(exact_copy(text))) == exact_key(normalize(text))
     assert len({exact_key(normalize(t)) for t in texts}) == len(texts)
+
+
+def test_combining_marks_on_a_letter_stay_in_its_word() -> None:
+    """Python's \\w holds no combining mark: taken for punctuation, Devanagari's vowel signs split words, and
+    these two sentences (a boy, a girl reading a book) both normalized to "लड क क त ब पढ रह थ"."""
+    boy, girl = "लड़का किताब पढ़ रहा था", "लड़की किताब पढ़ रही थी"
+    assert normalize(boy) == unicodedata.normalize("NFKC", boy) and normalize(girl).split(" ")[0] == "लड़की"
+    assert exact_key(normalize(boy), boy) != exact_key(normalize(girl), girl)
+    assert normalize("กินข้าว แล้ว") == "กินข้าว แล้ว"  # Thai: marks above and below its letters
+    marks = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith("M")]
+    assert len(marks) > 2000 and all(normalize("x" + m + "!") != "x" for m in marks)
+    # A mark on a symbol, on "_" or on nothing goes with it: an emoji with its variation selector is wordless.
+    spaced = ("\u2764\ufe0f", "a_\u0301b", "\u0301abc", "!\u0301\u0302a")
+    assert [normalize(t) for t in spaced] == ["", "a b", "abc", "a"]
 
 
 def test_signature_agreement_estimates_jaccard(texts: list[str]) -> None:

@@ -1,8 +1,9 @@
 """Normalized text, its exact-duplicate hash, MinHash signatures and their LSH band keys.
 
-Normalization (lowercase, NFKC, punctuation to spaces, runs of whitespace to one space) decides both
-kinds of duplicate: two documents are exact duplicates when their normalized texts are equal, and
-near duplicates are judged on the word n-grams ("shingles") of the normalized text.
+Normalization (lowercase, NFKC, punctuation and symbols to spaces, the combining marks on a letter
+kept, runs of whitespace to one space) decides both kinds of duplicate: two documents are exact
+duplicates when their normalized texts are equal, and near duplicates are judged on the word n-grams
+("shingles") of the normalized text.
 
 A signature is bands × rows minimum hashes. Each word is hashed once (blake2b, 64 bits), a shingle's
 hash combines its words' hashes with fixed odd multipliers (mod 2**64), and each of the bands × rows
@@ -23,7 +24,8 @@ import unicodedata
 
 import numpy as np
 
-_PUNCTUATION = re.compile(r"[^\w\s]|_", re.UNICODE)
+# A run of punctuation, symbols and "_": it becomes a space, bar the combining marks it starts with on a letter.
+_PUNCTUATION = re.compile(r"(?:[^\w\s]|_)+", re.UNICODE)
 _SPACE = re.compile(r"\s+", re.UNICODE)
 _MASK64 = (1 << 64) - 1
 # Shingles hashed at once by each of the bands × rows functions: a block is SHINGLE_BLOCK × 112 uint64
@@ -70,7 +72,25 @@ BAND_KEY_BYTES = 12
 def normalize(text: str) -> str:
     """The text two documents must share to be exact duplicates, and whose words make the shingles."""
     text = unicodedata.normalize("NFKC", text).lower()
-    return _SPACE.sub(" ", _PUNCTUATION.sub(" ", text)).strip()
+    return _SPACE.sub(" ", _PUNCTUATION.sub(_spaced, text)).strip()
+
+
+def _spaced(run: re.Match[str]) -> str:
+    """A punctuation run's replacement: a space, after the combining marks (Unicode category M) it starts
+    with when they sit on a letter. Python's \\w holds no mark, so Devanagari's and Thai's vowel signs are
+    `[^\\w\\s]` to the regex; made spaces, they split words, and "लड़का" and "लड़की" (boy, girl) were both
+    "लड क": texts that differ only in vowel signs were exact duplicates. A mark on a symbol or a space (an
+    emoji's variation selector) goes with it."""
+    found = run.group()
+    if found[0] < "\u0300" or unicodedata.category(found[0])[0] != "M":  # no mark comes before U+0300
+        return " "
+    start = run.start()
+    if start == 0 or not run.string[start - 1].isalnum():  # a run follows a space, or \w other than "_"
+        return " "
+    end = 1
+    while end < len(found) and unicodedata.category(found[end])[0] == "M":
+        end += 1
+    return found if end == len(found) else found[:end] + " "
 
 
 def exact_key(normalized: str, text: str | None = None) -> bytes:
