@@ -104,6 +104,8 @@ def test_config_is_checked() -> None:
         MinHashConfig(ngram=0)
     with pytest.raises(ValueError, match="255 bands"):
         MinHashConfig(bands=300, rows=1)
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+        MinHashConfig(seed=-1)
 
 
 def _union_find(edges: list[tuple[str, str]]) -> dict[str, str]:

@@ -48,6 +48,9 @@ class MinHashConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"minhash {name} must be a positive int, got {value!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            # numpy draws from non-negative seeds only, and said so on a worker, naming no flag.
+            raise ValueError(f"minhash seed must be an int >= 0, got {self.seed!r}")
         if self.bands > 255 or self.bands * self.rows > 4096:
             raise ValueError(f"minhash takes at most 255 bands and 4096 hashes, got {self.bands} × {self.rows}")
 
