@@ -24,7 +24,7 @@ class QualityConfig:
     """Thresholds of the quality filters, applied in datatrove's FineWeb order: language, Gopher repetition,
     Gopher quality, C4, FineWeb. Defaults are the anchors' (datatrove 0.10 constructor defaults)."""
 
-    language_model: str = _f("", "local fastText language-id model (.bin); empty disables language id")
+    language_model: str = _f("", "fastText language-id model (.bin), local or gs://; empty disables language id")
     languages: str = _f("", "comma-separated labels to keep (e.g. 'en,fr'); empty keeps any language")
     language_threshold: float = _f(0.65, "drop a document whose kept language(s) score at most this")
 
