@@ -42,6 +42,17 @@ def test_combining_marks_on_a_letter_stay_in_its_word() -> None:
     assert [normalize(t) for t in spaced] == ["", "a b", "abc", "a"]
 
 
+def test_invisible_format_characters_are_deleted(texts: list[str]) -> None:
+    """A soft hyphen (or a zero-width joiner, a byte order mark) renders as nothing; made a space, it split
+    its word, and a page hyphenated with soft hyphens was neither an exact nor a near duplicate of itself."""
+    text = texts[0]
+    hyphenated = " ".join(w[:4] + "\u00ad" + w[4:] if len(w) >= 8 else w for w in text.split(" "))
+    assert hyphenated != text and exact_key(normalize(hyphenated)) == exact_key(normalize(text))
+    formats = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(formats) > 100 and all(normalize("ab" + c + "cd") == "abcd" for c in formats)
+    assert normalize("क्\u200dष") == "क्ष" and normalize("\u200b") == "" and normalize("a\u00ad!b") == "a b"
+
+
 def test_signature_agreement_estimates_jaccard(texts: list[str]) -> None:
     signer = Signer(MinHashConfig())
     rng = random.Random(3)
