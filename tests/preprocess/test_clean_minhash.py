@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import sys
+import unicodedata
 
 import numpy as np
 import pytest
@@ -24,6 +26,31 @@ def test_normalization_undoes_case_spacing_and_punctuation(texts: list[str]) -> 
     for text in texts:
         assert exact_key(normalize(exact_copy(text))) == exact_key(normalize(text))
     assert len({exact_key(normalize(t)) for t in texts}) == len(texts)
+
+
+def test_combining_marks_on_a_letter_stay_in_its_word() -> None:
+    """Python's \\w holds no combining mark: taken for punctuation, Devanagari's vowel signs split words, and
+    these two sentences (a boy, a girl reading a book) both normalized to "लड क क त ब पढ रह थ"."""
+    boy, girl = "लड़का किताब पढ़ रहा था", "लड़की किताब पढ़ रही थी"
+    assert normalize(boy) == unicodedata.normalize("NFKC", boy) and normalize(girl).split(" ")[0] == "लड़की"
+    assert exact_key(normalize(boy), boy) != exact_key(normalize(girl), girl)
+    assert normalize("กินข้าว แล้ว") == "กินข้าว แล้ว"  # Thai: marks above and below its letters
+    marks = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith("M")]
+    assert len(marks) > 2000 and all(normalize("x" + m + "!") != "x" for m in marks)
+    # A mark on a symbol, on "_" or on nothing goes with it: an emoji with its variation selector is wordless.
+    spaced = ("\u2764\ufe0f", "a_\u0301b", "\u0301abc", "!\u0301\u0302a")
+    assert [normalize(t) for t in spaced] == ["", "a b", "abc", "a"]
+
+
+def test_invisible_format_characters_are_deleted(texts: list[str]) -> None:
+    """A soft hyphen (or a zero-width joiner, a byte order mark) renders as nothing; made a space, it split
+    its word, and a page hyphenated with soft hyphens was neither an exact nor a near duplicate of itself."""
+    text = texts[0]
+    hyphenated = " ".join(w[:4] + "\u00ad" + w[4:] if len(w) >= 8 else w for w in text.split(" "))
+    assert hyphenated != text and exact_key(normalize(hyphenated)) == exact_key(normalize(text))
+    formats = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(formats) > 100 and all(normalize("ab" + c + "cd") == "abcd" for c in formats)
+    assert normalize("क्\u200dष") == "क्ष" and normalize("\u200b") == "" and normalize("a\u00ad!b") == "a b"
 
 
 def test_signature_agreement_estimates_jaccard(texts: list[str]) -> None:
@@ -88,6 +115,8 @@ def test_config_is_checked() -> None:
         MinHashConfig(ngram=0)
     with pytest.raises(ValueError, match="255 bands"):
         MinHashConfig(bands=300, rows=1)
+    with pytest.raises(ValueError, match="seed must be an int >= 0"):
+        MinHashConfig(seed=-1)
 
 
 def _union_find(edges: list[tuple[str, str]]) -> dict[str, str]:

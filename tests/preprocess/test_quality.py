@@ -210,6 +210,12 @@ def test_config_validates_and_round_trips():
         QualityConfig(min_doc_words="50")
     with pytest.raises(ValueError, match="dup_line_frac"):
         QualityConfig(dup_line_frac=-0.1)
+    # NaN passed as not below 0, and turned a rule off unsaid (every "max" one, as `dup_line_frac`) or made
+    # it drop every document (`language_threshold`, `line_punct_thr`): it compares false with every ratio.
+    for name in ("dup_line_frac", "line_punct_thr", "language_threshold", "max_avg_word_length"):
+        for value in (float("nan"), float("inf")):
+            with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+                QualityConfig(**{name: value})
     with pytest.raises(ValueError, match="language_model"):
         QualityConfig(languages="en")
     with pytest.raises(ValueError, match="no field"):

@@ -21,6 +21,7 @@ from dew.pipelines import common, flags, text_jobs
 from dew.pipelines.jobs import Job
 from dew.pipelines.text_jobs import add_read_flags, read_options, text_inputs
 from dew.preprocess import read_documents
+from dew.preprocess.cleaning import langid
 from dew.preprocess.cleaning.against import committed_shards, documents_corpus
 from dew.preprocess.cleaning.corpus import DESCRIBE, CleanCorpus
 from dew.preprocess.cleaning.minhash import MinHashConfig
@@ -106,13 +107,16 @@ def plan_from(args: argparse.Namespace) -> tuple[CleanPlan, JobIdentity, tuple[I
     inputs = text_inputs(args)
     try:
         against = tuple(documents_corpus(path) for path in args.against)
-        quality = None
+        quality, model_sha256 = None, ""
         if args.quality:
             quality = QualityConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(QualityConfig)})
+            if quality.language_model:
+                model_sha256 = langid.model_sha256(quality.language_model)
         plan = CleanPlan(
             output=args.output.rstrip("/"),
             read=read_options(args),
             quality=quality,
+            language_model_sha256=model_sha256,
             exact=args.exact,
             near=args.near,
             minhash=MinHashConfig(ngram=args.ngram, bands=args.bands, rows=args.rows, seed=args.seed),

@@ -88,6 +88,10 @@ class _Describe(beam.DoFn):
             from dew.preprocess.cleaning.quality import filter_text
 
             self.filter_text = filter_text
+            if self.plan.quality.language_model:
+                from dew.preprocess.cleaning import langid
+
+                langid.load(self.plan.quality.language_model, self.plan.language_model_sha256)
         self.progress = progress.Tally(DESCRIBE)
         self.described = beam.metrics.Metrics.counter(NAMESPACE, "documents_described")
 

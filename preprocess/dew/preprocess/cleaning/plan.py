@@ -57,8 +57,10 @@ class CleanPlan:
     """What the clean job does, and where it writes.
 
     quality: the quality filters' thresholds (a dew.preprocess.cleaning.quality.QualityConfig), None to
-        run none; exact / near: whether to remove exact and near duplicates; minhash: the near-duplicate
-        test; cc_rounds: large-star/small-star round pairs the duplicate clusters may take to settle.
+        run none; language_model_sha256: the sha256 of its language model file, when it names one (the
+        path alone would let a model replaced there mix with the old one's shards on a rerun); exact /
+        near: whether to remove exact and near duplicates; minhash: the near-duplicate test; cc_rounds:
+        large-star/small-star round pairs the duplicate clusters may take to settle.
     max_drop_fraction: the most of the documents read that may be removed before the job fails
         uncommitted; it decides whether the directory commits, never a byte of it.
     """
@@ -66,6 +68,7 @@ class CleanPlan:
     output: str
     read: ReadOptions = dataclasses.field(default_factory=ReadOptions)
     quality: Any = None
+    language_model_sha256: str = ""
     exact: bool = True
     near: bool = True
     minhash: MinHashConfig = dataclasses.field(default_factory=MinHashConfig)
@@ -84,6 +87,8 @@ class CleanPlan:
             raise ValueError(f"at most {MAX_AGAINST} --against corpora, got {len(self.against)}")
         if self.against and not (self.exact or self.near):
             raise ValueError("--against removes duplicates: it needs --exact or --near")
+        if getattr(self.quality, "language_model", "") and len(self.language_model_sha256) != 64:
+            raise ValueError("a plan with a language model records its sha256 (langid.model_sha256)")
         if self.shard_bytes < 1 or (self.num_shards is not None and not 1 <= self.num_shards <= MAX_SHARDS):
             raise ValueError(f"shard_bytes must be positive and num_shards in 1..{MAX_SHARDS}")
 
@@ -104,6 +109,7 @@ class CleanPlan:
             "job": "clean",
             **dataclasses.asdict(self.read),
             "quality": None if self.quality is None else dataclasses.asdict(self.quality),
+            "language_model_sha256": self.language_model_sha256,
             "exact": self.exact,
             "near": self.near,
             "minhash": dataclasses.asdict(self.minhash) if self.near else None,

@@ -9,6 +9,7 @@ of 0 disables that n (datatrove: leave the pair out of top_n_grams / dup_n_grams
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -23,7 +24,7 @@ class QualityConfig:
     """Thresholds of the quality filters, applied in datatrove's FineWeb order: language, Gopher repetition,
     Gopher quality, C4, FineWeb. Defaults are the anchors' (datatrove 0.10 constructor defaults)."""
 
-    language_model: str = _f("", "local fastText language-id model (.bin); empty disables language id")
+    language_model: str = _f("", "fastText language-id model (.bin), local or gs://; empty disables language id")
     languages: str = _f("", "comma-separated labels to keep (e.g. 'en,fr'); empty keeps any language")
     language_threshold: float = _f(0.65, "drop a document whose kept language(s) score at most this")
 
@@ -80,8 +81,11 @@ class QualityConfig:
             kind = kinds[str(item.type)]
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 raise TypeError(f"QualityConfig.{item.name} must be {item.type}, got {value!r}")
-            negative = isinstance(value, int | float) and not isinstance(value, bool) and value < 0
-            if negative and not (item.name.startswith("c4_") and value == -1):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number and not math.isfinite(value):
+                # NaN compares false with everything: a "max" rule would never drop, a "min" one always.
+                raise ValueError(f"QualityConfig.{item.name} must be a finite number (0 disables), got {value!r}")
+            if number and value < 0 and not (item.name.startswith("c4_") and value == -1):
                 raise ValueError(f"QualityConfig.{item.name} must be >= 0, got {value!r}")
         if self.languages and not self.language_model:
             raise ValueError("QualityConfig.languages needs language_model (a local fastText model path)")
