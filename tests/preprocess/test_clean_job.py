@@ -15,9 +15,11 @@ from dew.pipelines import clean_job as job
 from dew.pipelines import cli, tokenize_job
 from dew.pipelines.inspect_duplicates import excerpt
 from dew.pipelines.inspection import summarize
+from dew.preprocess.cleaning import plan
 from dew.preprocess.cleaning.against import read_columns
 from dew.preprocess.cleaning.plan import document_id
 from dew.preprocess.cleaning.removals import read_table
+from dew.preprocess.commit import OutputConflictError
 from dew.preprocess.read_documents import BadInputError
 from tests.preprocess.planted import Planted, planted_corpus, write_files
 
@@ -157,6 +159,25 @@ def test_crash_then_rerun_ends_identical(planted, cleaned: Path, tmp_path: Path)
     found = clean(inputs, crashed, "--num_shards", "3")
     assert found.get("shards_skipped", 0) >= 1
     assert listing(crashed) == listing(cleaned)
+
+
+def test_a_run_resumed_under_other_rules_refuses_the_old_rules_shards(
+    planted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash, then an upgrade of dew that decides documents differently (RULES_VERSION raised), then the
+    rerun: the shards the old rules committed are refused, never kept beside the new rules' ones."""
+    _, inputs, _ = planted
+    crashed = tmp_path / "crashed"
+    blocker = crashed / "train-00001-of-00003.parquet"
+    blocker.mkdir(parents=True)
+    monkeypatch.setattr(plan, "RULES_VERSION", plan.RULES_VERSION - 1)  # the dew before the upgrade
+    with pytest.raises(Exception, match="train-00001-of-00003"):
+        clean(inputs, crashed, "--num_shards", "3")
+    assert (crashed / "train-00000-of-00003.parquet").exists()  # a shard the old rules committed
+    blocker.rmdir()
+    monkeypatch.undo()
+    with pytest.raises(OutputConflictError, match=r"another config.*rules"):
+        clean(inputs, crashed, "--num_shards", "3")
 
 
 def test_against_removes_duplicates_of_a_committed_corpus_naming_it(cleaned: Path, tmp_path: Path) -> None:

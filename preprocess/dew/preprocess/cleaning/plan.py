@@ -28,6 +28,11 @@ EXACT_DUPLICATE = "exact_duplicate"
 NEAR_DUPLICATE = "near_duplicate"
 DUPLICATE_REASONS = (EXACT_DUPLICATE, NEAR_DUPLICATE)
 MAX_AGAINST = 98
+# The rules that decide each document's fate: normalizing a text, its shingles, the quality filters'
+# words and lines. Raised when a change decides any document differently (2: a combining mark on a
+# letter stays in its word, invisible format characters are deleted, not spaced). The config records it,
+# so a run resumed after an upgrade refuses the shards the old rules wrote instead of mixing the two.
+RULES_VERSION = 2
 
 
 def node(rank: int, doc_id: str) -> bytes:
@@ -112,6 +117,7 @@ class CleanPlan:
             "language_model_sha256": self.language_model_sha256,
             "exact": self.exact,
             "near": self.near,
+            "rules": RULES_VERSION,
             "minhash": dataclasses.asdict(self.minhash) if self.near else None,
             "against": [{"path": a.path, "fingerprint": a.fingerprint} for a in self.against],
             "shard_bytes": self.shard_bytes,
