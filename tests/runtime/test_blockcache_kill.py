@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -159,3 +161,41 @@ def test_a_ledger_lost_while_a_reader_runs_leaves_no_uncounted_disk_and_no_faile
     budget = sum(s.bytes for s in formats.read_meta(local).shards("train")) // 5
     monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
     _epoch(uri, local, budget, lose_ledger)
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[str]:
+    """A 256 KiB tmpfs of the test's own (mounting needs root: skipped without it), unmounted at the end."""
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a small filesystem needs root")
+    try:
+        yield str(where)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_the_cache_serves_batches_uncached(gcs_emulator, small_disk, tmp_path, monkeypatch) -> None:
+    """A budget larger than the filesystem's free space: each read fetched its blocks, then failed as it
+    stored them ("database or disk is full", 77 batches of 82). The blocks are in memory: served, said once."""
+    local, uri = _corpus(tmp_path, "full-disk", shards=4, docs=3000, block_bytes=4096)
+    near, length = TokenBytes(local), 2048
+    order = np.random.default_rng(1).permutation((len(near) - 1) // length) * length
+    batches = np.array_split(order, len(order) // 4)
+    expected = [near.spans(batch, length + 1) for batch in batches]  # the local copy's, checked elsewhere
+    monkeypatch.setenv("DEW_CACHE_DIR", os.path.join(small_disk, "cache"))
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(10 << 20))
+    far = TokenBytes(uri)
+    with pytest.warns(RuntimeWarning, match=r"block cache under .*small-disk/cache/blocks is out of disk"):
+        for batch, want in zip(batches, expected, strict=True):
+            np.testing.assert_array_equal(far.spans(batch, length + 1), want)
+
+
+def test_a_read_only_cache_is_named(gcs_emulator, small_disk, tmp_path, monkeypatch) -> None:
+    os.makedirs(os.path.join(small_disk, "cache", "blocks"))
+    subprocess.run(["mount", "-o", "remount,ro", small_disk], check=True)
+    monkeypatch.setenv("DEW_CACHE_DIR", os.path.join(small_disk, "cache"))
+    _, uri = _corpus(tmp_path, "read-only-cache", shards=2, docs=200, block_bytes=4096)
+    with pytest.raises(OSError, match=r"ledger .*small-disk/cache/blocks/ledger.sqlite cannot be opened or written"):
+        TokenBytes(uri)[0:1000]

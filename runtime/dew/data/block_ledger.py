@@ -17,11 +17,13 @@ counts is disk past $DEW_CACHE_BYTES, so the ledger's own loss is handled here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -37,6 +39,8 @@ _LEDGER = threading.local()
 _OPENING = threading.Lock()
 _OPEN_TRIES = 200
 _UNREADABLE = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_UNWRITABLE = ("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM")
+_WARNED: set[str] = set()  # the blocks directories this process has warned are out of disk
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER, "
     "PRIMARY KEY (path, page))",
@@ -137,7 +141,13 @@ def using(work: Callable[[sqlite3.Connection], _T]) -> _T:
     try:
         return work(connection())
     except sqlite3.DatabaseError as error:
-        if getattr(error, "sqlite_errorname", "") not in _UNREADABLE:
+        name = getattr(error, "sqlite_errorname", "")
+        if name in _UNWRITABLE:  # sqlite's own message names no file
+            raise OSError(
+                f"the block cache's ledger {where} cannot be opened or written ({error}): DEW_CACHE_DIR "
+                f"({remote.cache_dir()}) must be a writable directory on a local filesystem"
+            ) from error
+        if name not in _UNREADABLE:
             raise
     _drop()
     with open(where + ".lock", "a") as lock:
@@ -147,3 +157,24 @@ def using(work: Callable[[sqlite3.Connection], _T]) -> _T:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(where + suffix)
     return work(connection())
+
+
+def out_of_disk(error: BaseException) -> bool:
+    """Whether `error` is the cache's filesystem out of room (ENOSPC, a quota, sqlite's SQLITE_FULL)."""
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(error, "sqlite_errorname", "") == "SQLITE_FULL"
+
+
+def warn_out_of_disk(error: BaseException) -> None:
+    """Says once a process and cache that a store found no room on disk (its blocks are served uncached)."""
+    root = remote.blocks_dir()
+    if root not in _WARNED:
+        _WARNED.add(root)
+        warnings.warn(
+            f"dew's block cache under {root} is out of disk ({error}): batches are served from memory, not "
+            f"cached, until there is room. Set DEW_CACHE_BYTES ({remote.cache_budget()}) below that "
+            "filesystem's free space",
+            RuntimeWarning,
+            stacklevel=3,
+        )

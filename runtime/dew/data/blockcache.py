@@ -102,8 +102,15 @@ def store(
     """Writes the fetched blocks `writes` (mirror path → block index → bytes) into their mirrors, evicting
     least recently used pages first so the ledger's total stays within the budget, and marks the pages
     in `touched` (mirror path → pages read) as just used. Blocks that cannot fit even in an empty cache
-    are left out (the caller has them in memory). Returns the bytes evicted."""
-    return block_ledger.using(lambda ledger: _store(ledger, writes, block_bytes, touched))
+    are left out (the caller has them in memory), and so are all of a store that finds the filesystem
+    full (a warning says so, once). Returns the bytes evicted."""
+    try:
+        return block_ledger.using(lambda ledger: _store(ledger, writes, block_bytes, touched))
+    except Exception as error:  # the filesystem full though the budget is not: the caller has the blocks
+        if not block_ledger.out_of_disk(error):
+            raise
+        block_ledger.warn_out_of_disk(error)
+        return 0
 
 
 def _store(
