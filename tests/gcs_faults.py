@@ -23,7 +23,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, Self
 
-Kind = Literal["429", "503", "reset", "slow", "truncate", "corrupt"]
+Kind = Literal["429", "503", "reset", "slow", "truncate", "corrupt", "shifted"]
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -44,7 +44,9 @@ class Fault:
     429 carries Retry-After: `retry_after`; reset and truncate send `fraction` of the body (a reset ends
     with a TCP RST, a truncation with a clean close while Content-Length promised more); slow sends the
     whole body in `pieces` with `pause` seconds between them; corrupt sends the whole body, framed as
-    the real one (its status, its length), with the byte at `fraction` of it flipped.
+    the real one (its status, its length), with the byte at `fraction` of it flipped; shifted asks the
+    emulator for the range `pieces` bytes further on and sends its answer as it is (a 206 of the right
+    length, its Content-Range naming the bytes it holds, not the ones asked).
     """
 
     kind: Kind
@@ -171,7 +173,12 @@ class FaultProxy(LocalServer):
                 if fault is not None and fault.kind in ("429", "503"):
                     self._refuse(fault)
                     return
-                status, headers, data = proxy._upstream_call(self.command, self.path, self.headers, body)
+                asked = dict(self.headers.items())
+                if fault is not None and fault.kind == "shifted":
+                    lo, _, hi = asked["Range"].partition("=")[2].partition("-")
+                    asked["Range"] = f"bytes={int(lo) + fault.pieces}-{int(hi) + fault.pieces}"
+                    fault = None  # the answer itself goes as the emulator gives it
+                status, headers, data = proxy._upstream_call(self.command, self.path, asked, body)
                 self.send_response(status)
                 for name, value in headers:
                     if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
@@ -227,11 +234,11 @@ class FaultProxy(LocalServer):
         return Handler
 
     def _upstream_call(
-        self, method: str, path: str, headers: object, body: bytes
+        self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         connection = http.client.HTTPConnection(*self._upstream, timeout=30)
         try:
-            forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}  # type: ignore[attr-defined]
+            forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
             forwarded["Content-Length"] = str(len(body))
             connection.request(method, path, body=body, headers=forwarded)
             response = connection.getresponse()

@@ -11,14 +11,15 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 LIFETIME = 120.0  # a server stops after this long whoever forgets it
 _TICK = 0.2
 DATA = bytes(range(256)) * 64  # the object every range is read from
 
-# (request headers, lowercased; lo; hi) -> the writes that answer it, each its own sendall
-Answer = Callable[[dict[str, str], int, int], list[bytes]]
+# (request headers, lowercased; lo; hi) -> the writes that answer it, each its own sendall (a generator
+# may pause between them)
+Answer = Callable[[dict[str, str], int, int], Iterable[bytes]]
 
 
 def partial(lo: int, hi: int, body: bytes | None = None, length: int | None = None) -> bytes:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from dew.data import blockcache, formats
+from dew.data import blockcache, formats, remote
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.runtime.test_ranges import _corpus, _disk_held
 
@@ -120,3 +122,80 @@ def test_a_journal_of_a_store_that_never_committed_is_punched_out(cache, monkeyp
     assert blockcache.allocated() <= blockcache.used()
     with open(first, "rb") as f:
         assert f.read(2 * block) == b"\0" * (2 * block), "the page it wrote into is punched out: a refetch"
+
+
+def _epoch(uri: str, local: str, budget: int, lose_ledger) -> None:
+    """Windows of every shard four at a time; halfway through, `lose_ledger(path)` does to the ledger
+    what a cleanup or a disk error would. After every batch the cache holds no more disk than the budget
+    and the ledger counts, and every window is the local copy's."""
+    near, far, length = TokenBytes(local), TokenBytes(uri), 2048
+    order = np.random.default_rng(1).permutation((len(near) - 1) // length) * length
+    batches = np.array_split(order, len(order) // 4)
+    for at, batch in enumerate(batches):
+        if at == len(batches) // 2:
+            lose_ledger(os.path.join(remote.blocks_dir(), "ledger.sqlite"))
+        np.testing.assert_array_equal(far.spans(batch, length + 1), near.spans(batch, length + 1))
+        assert _disk_held() <= budget, f"batch {at}: the cache holds {_disk_held()} bytes on disk"
+        assert blockcache.allocated() <= blockcache.used() <= budget, "the ledger counts every block on disk"
+
+
+def _deleted(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(path + suffix)
+
+
+def _garbled(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with open(path + suffix, "r+b") as f:
+            f.write(os.urandom(4096))
+
+
+@pytest.mark.parametrize("lose_ledger", [_deleted, _garbled])
+def test_a_ledger_lost_while_a_reader_runs_leaves_no_uncounted_disk_and_no_failed_read(
+    gcs_emulator, cache, tmp_path, monkeypatch, lose_ledger
+) -> None:
+    """Deleted (a cleanup of the cache directory): the running reader's connection no longer counts what
+    the next ledger bounds, and the mirrors' blocks were counted by none (the disk reached 1.5x the budget).
+    Garbled (a disk error): every read of the host failed with sqlite's "file is not a database"."""
+    local, uri = _corpus(tmp_path, f"lost-ledger-{lose_ledger.__name__}", shards=6, docs=4500, block_bytes=4096)
+    budget = sum(s.bytes for s in formats.read_meta(local).shards("train")) // 5
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(budget))
+    _epoch(uri, local, budget, lose_ledger)
+
+
+@pytest.fixture
+def small_disk(tmp_path) -> Iterator[str]:
+    """A 256 KiB tmpfs of the test's own (mounting needs root: skipped without it), unmounted at the end."""
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)]).returncode:
+        pytest.skip("mounting a small filesystem needs root")
+    try:
+        yield str(where)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_the_cache_serves_batches_uncached(gcs_emulator, small_disk, tmp_path, monkeypatch) -> None:
+    """A budget larger than the filesystem's free space: each read fetched its blocks, then failed as it
+    stored them ("database or disk is full", 77 batches of 82). The blocks are in memory: served, said once."""
+    local, uri = _corpus(tmp_path, "full-disk", shards=4, docs=3000, block_bytes=4096)
+    near, length = TokenBytes(local), 2048
+    order = np.random.default_rng(1).permutation((len(near) - 1) // length) * length
+    batches = np.array_split(order, len(order) // 4)
+    expected = [near.spans(batch, length + 1) for batch in batches]  # the local copy's, checked elsewhere
+    monkeypatch.setenv("DEW_CACHE_DIR", os.path.join(small_disk, "cache"))
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(10 << 20))
+    far = TokenBytes(uri)
+    with pytest.warns(RuntimeWarning, match=r"block cache under .*small-disk/cache/blocks is out of disk"):
+        for batch, want in zip(batches, expected, strict=True):
+            np.testing.assert_array_equal(far.spans(batch, length + 1), want)
+
+
+def test_a_read_only_cache_is_named(gcs_emulator, small_disk, tmp_path, monkeypatch) -> None:
+    os.makedirs(os.path.join(small_disk, "cache", "blocks"))
+    subprocess.run(["mount", "-o", "remount,ro", small_disk], check=True)
+    monkeypatch.setenv("DEW_CACHE_DIR", os.path.join(small_disk, "cache"))
+    _, uri = _corpus(tmp_path, "read-only-cache", shards=2, docs=200, block_bytes=4096)
+    with pytest.raises(OSError, match=r"ledger .*small-disk/cache/blocks/ledger.sqlite cannot be opened or written"):
+        TokenBytes(uri)[0:1000]

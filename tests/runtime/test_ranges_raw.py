@@ -111,6 +111,19 @@ def test_a_lying_206_on_a_raw_file_is_fetched_again_not_kept_in_the_cache(
     assert _open(uri, 1).read_batch(batch)["pad"] == near.read_batch(batch)["pad"], "and not kept"
 
 
+def test_a_footer_answered_with_other_bytes_is_asked_again(gcs_faults, cache, tmp_path) -> None:
+    """A 206 of the footer's length whose Content-Range names other bytes (a proxy serving a neighbouring
+    range) is not parsed as the footer: the read asks again and gets the file's own records."""
+    from tests.gcs_faults import Fault
+
+    local, uri, _ = _raw_set(tmp_path, "raw-shifted", ["group_size:1,uncompressed"])
+    gcs_faults.inject(Fault("shifted", path=r"00000\.array_record\?alt=media&generation=", ranged=True, pieces=4096))
+    far, near = _open(uri, 1), _open(local, 1)
+    assert not gcs_faults.pending(), "the shifted answer was met"
+    batch = np.array([0, 7, 19])
+    assert len(far) == len(near) and far.read_batch(batch)["pad"] == near.read_batch(batch)["pad"]
+
+
 def _footer_places(path: str) -> dict[str, int]:
     """File positions in a raw file's footer and postscript chunks to damage, by what lies there."""
     with open(path, "rb") as f:

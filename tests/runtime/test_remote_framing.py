@@ -14,12 +14,14 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from typing import Literal
 
 import pytest
 
 from dew.data import http_ranges, remote, retries
+from tests.hang_guard import bounded
 from tests.runtime import http_support
 from tests.runtime.http_support import DATA, RangeServer, partial
 
@@ -159,5 +161,27 @@ def test_pooled_connections_are_checked_past_descriptor_1023(monkeypatch) -> Non
     finally:
         for descriptor in held:
             os.close(descriptor)
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _drip(head: dict[str, str], lo: int, hi: int) -> Iterator[bytes]:
+    """A 206 whose body comes a byte at a time, 0.2 s apart: never a stall of the 60 s a byte may take."""
+    answer = partial(lo, hi)
+    yield answer[: len(answer) - (hi - lo)]  # the head
+    for at in range(lo, hi):
+        time.sleep(0.2)
+        yield DATA[at : at + 1]
+
+
+def test_a_body_dripped_a_byte_at_a_time_fails_within_the_retry_budget(monkeypatch) -> None:
+    """A server that keeps a range's body coming, too slowly ever to finish it, cannot hold the read past
+    DEW_GCS_RETRY_SECONDS: the read fails naming the object, not 512 bytes x 0.2 s later (or never)."""
+    served = _plain_server(monkeypatch, _drip)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "1")
+    try:
+        with bounded(60), pytest.raises(OSError, match=rf"{URI}: still failing .* within 1 s .*bytes came within"):
+            _read(*FIRST)
+    finally:
         served.stop()
         monkeypatch.setattr(remote, "_SESSION", None)

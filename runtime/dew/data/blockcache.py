@@ -12,6 +12,10 @@ serves whole takes no write lock: the ledger is asked for all its pages in one q
 use waits in the process's memory until its next store, or a read a second later, writes it
 (dew.data.block_uses: another process's LRU order lags by that much).
 
+The ledger's own file (dew.data.block_ledger) is opened again where it was deleted, and made anew where
+sqlite can no longer read it, its maker punching out every mirror first: blocks no ledger counts are
+never left on disk.
+
 A store writes its blocks under the ledger's write lock, having named its pages in a journal
 (journals/writing-N.json, N the store's number, which its transaction commits): a process killed
 between its writes and its commit leaves blocks its lost transaction never counted, and the next store
@@ -29,79 +33,29 @@ stays within what it counts.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import os
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dew.data import block_uses, mirrors, remote
+from dew.data import block_ledger, block_uses, mirrors, remote
 from dew.data.mirrors import charge, page_blocks
 from dew.data.mirrors import fs_block as _fs_block
 
 if TYPE_CHECKING:
     import sqlite3
 
-_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
-_LEDGER = threading.local()
-_OPENING = threading.Lock()
-_OPEN_TRIES = 200
-
-
-def _fresh_opening_lock() -> None:  # a lock held by a thread at a fork would stay held in the child
-    global _OPENING
-    _OPENING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_opening_lock)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pages (path TEXT, page INTEGER, mask BLOB, bytes INTEGER, used INTEGER,
-                                  PRIMARY KEY (path, page));
-CREATE INDEX IF NOT EXISTS pages_used ON pages (used);
-CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS total (id INTEGER PRIMARY KEY CHECK (id = 0), bytes INTEGER);
-INSERT OR IGNORE INTO total VALUES (0, 0);
-CREATE TABLE IF NOT EXISTS stores (id INTEGER PRIMARY KEY CHECK (id = 0), last INTEGER);
-INSERT OR IGNORE INTO stores VALUES (0, 0);
-"""
-
-
-def _ledger() -> sqlite3.Connection:
-    """This thread's connection to the host's ledger (one per thread, process id and cache directory)."""
-    root = remote.blocks_dir()
-    held = getattr(_LEDGER, "connection", None)
-    if held is None or held[0] != os.getpid() or held[1] != root:
-        import sqlite3
-
-        os.makedirs(root, exist_ok=True)
-        connection = sqlite3.connect(os.path.join(root, "ledger.sqlite"), timeout=600, isolation_level=None)
-        # Turning a new ledger to WAL takes its lock without waiting on the busy timeout, so the threads of
-        # a process (the stream's read-ahead) open it one at a time, and another process's open is waited out.
-        with _OPENING:
-            for attempt in range(_OPEN_TRIES):
-                try:
-                    connection.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as error:
-                    if "locked" not in str(error) or attempt == _OPEN_TRIES - 1:
-                        raise
-                    time.sleep(0.05)
-            connection.execute("PRAGMA synchronous=NORMAL")
-            connection.executescript(_SCHEMA)
-        _LEDGER.connection = held = (os.getpid(), root, connection)
-    return held[2]
+_ledger = block_ledger.connection  # this thread's connection to the host's ledger
 
 
 def held(wanted: Mapping[str, Iterable[int]]) -> dict[str, dict[int, set[int]]]:
     """The blocks the ledger says are held of each page of each mirror in `wanted` (path → pages), by
     path and page, in one query for them all (each block is still checked as it is read)."""
     asked = {path: sorted(set(pages)) for path, pages in wanted.items()}
-    rows = _rows(_ledger(), asked)
+    rows = block_ledger.using(lambda ledger: _rows(ledger, asked))
     return {
         path: {page: _blocks_of(rows[path, page][0]) if (path, page) in rows else set() for page in pages}
         for path, pages in asked.items()
@@ -148,9 +102,24 @@ def store(
     """Writes the fetched blocks `writes` (mirror path → block index → bytes) into their mirrors, evicting
     least recently used pages first so the ledger's total stays within the budget, and marks the pages
     in `touched` (mirror path → pages read) as just used. Blocks that cannot fit even in an empty cache
-    are left out (the caller has them in memory). Returns the bytes evicted."""
+    are left out (the caller has them in memory), and so are all of a store that finds the filesystem
+    full (a warning says so, once). Returns the bytes evicted."""
+    try:
+        return block_ledger.using(lambda ledger: _store(ledger, writes, block_bytes, touched))
+    except Exception as error:  # the filesystem full though the budget is not: the caller has the blocks
+        if not block_ledger.out_of_disk(error):
+            raise
+        block_ledger.warn_out_of_disk(error)
+        return 0
+
+
+def _store(
+    ledger: sqlite3.Connection,
+    writes: Mapping[str, Mapping[int, bytes]],
+    block_bytes: Mapping[str, int],
+    touched: Mapping[str, Iterable[int]],
+) -> int:
     budget, now = remote.cache_budget(), time.time_ns()
-    ledger = _ledger()
     if not writes:  # a read the cache served: its pages' last use waits in memory (dew.data.block_uses)
         block_uses.note(touched, now)
         if block_uses.due():
@@ -211,7 +180,8 @@ def store(
         ledger.execute("UPDATE total SET bytes = ?", (total,))
         ledger.execute("COMMIT")
     except BaseException:
-        ledger.execute("ROLLBACK")  # the journal stays: the next store frees what this one wrote
+        if ledger.in_transaction:  # the journal stays: the next store frees what this one wrote
+            ledger.execute("ROLLBACK")
         block_uses.put_back(uses)
         raise
     if journal:  # another store may have removed it already, seeing its number committed
@@ -231,7 +201,8 @@ def _write_uses(ledger: sqlite3.Connection) -> None:
         ledger.executemany(_USED, uses)
         ledger.execute("COMMIT")
     except BaseException:
-        ledger.execute("ROLLBACK")
+        if ledger.in_transaction:
+            ledger.execute("ROLLBACK")
         block_uses.put_back(uses)
         raise
 
@@ -240,7 +211,7 @@ _JOURNAL = "writing-"
 
 
 def _journals() -> str:  # their own folder: finding them lists a few names, not a folder a shard
-    return os.path.join(remote.blocks_dir(), "journals")
+    return os.path.join(remote.blocks_dir(), block_ledger.JOURNALS)
 
 
 def _journal(number: int) -> str:
@@ -309,29 +280,13 @@ def _evict(ledger: sqlite3.Connection, need: int, keep: set[tuple[str, int]]) ->
 
 
 def _punch(path: str, page: int) -> None:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     block_bytes, fs = mirrors.block_bytes_of(path), _fs_block()
     lo = page * page_blocks(block_bytes) * block_bytes
     hi = lo + page_blocks(block_bytes) * block_bytes
     # Out to whole filesystem blocks, which a page of blocks that do not divide PAGE_BYTES may share
     # with its neighbours: a punch of part of one frees nothing. A neighbour's blocks in it then read as
     # zeros and are fetched again; what the ledger charges the neighbour stays an upper bound.
-    offset, length = lo // fs * fs, -(-hi // fs) * fs - lo // fs * fs
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except FileNotFoundError:
-        return
-    try:
-        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
-        if libc.fallocate(fd, mode, ctypes.c_int64(offset), ctypes.c_int64(length)) != 0:
-            code = ctypes.get_errno()
-            raise OSError(
-                code,
-                f"cannot free cached blocks of {path} ({os.strerror(code)}): the dew block cache needs a "
-                "filesystem that punches holes (ext4, xfs, tmpfs); point DEW_CACHE_DIR at one",
-            )
-    finally:
-        os.close(fd)
+    mirrors.punch(path, lo // fs * fs, -(-hi // fs) * fs - lo // fs * fs)
 
 
 def mirror(key: str, name: str, block_bytes: int) -> str:
@@ -363,7 +318,7 @@ def _write(path: str, block_bytes: int, page: int, blocks: Mapping[int, bytes]) 
 
 def used() -> int:
     """The bytes the ledger counts as held by every mirror of the host."""
-    return int(_ledger().execute("SELECT bytes FROM total").fetchone()[0])
+    return int(block_ledger.using(lambda ledger: ledger.execute("SELECT bytes FROM total").fetchone()[0]))
 
 
 def allocated() -> int:
@@ -372,6 +327,6 @@ def allocated() -> int:
     total = 0
     for directory, _, names in os.walk(remote.blocks_dir()):
         for name in names:
-            if not name.startswith(("ledger.sqlite", _JOURNAL)):
+            if not name.startswith((block_ledger.NAME, _JOURNAL)):
                 total += os.stat(os.path.join(directory, name)).st_blocks * 512
     return total

@@ -12,7 +12,8 @@ that. It keeps every guarantee of the requests path it replaces (dew.data.remote
   close) before it is used again, and dropped if it has any;
 - every other answer (404, 429, 5xx, a 200 that ignored the range) closes its connection;
 - timeouts: 10 s to connect, then 60 s at most between bytes: a stalled connection becomes a retry,
-  a slow one that keeps sending is left to finish (remote._TIMEOUTS);
+  a slow one that keeps sending is left to finish (remote._TIMEOUTS), within what is left of the
+  read's retry budget (retries.time_left): a server dripping a byte now and then fails the read in time;
 - the proxy (NO_PROXY honoured) and CA bundle (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi's,
   as requests) are read from the environment once, when the client is made; https through a proxy
   goes by CONNECT;
@@ -34,6 +35,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -128,7 +130,8 @@ class Client:
             if sock is None:
                 sock = self._connect(uri)
             sock.sendall(request)
-            status, head, body = _answer(sock, lo, hi)
+            left = retries.time_left()
+            status, head, body = _answer(sock, lo, hi, None if left is None else time.monotonic() + left)
         except _Framing as error:
             _close(sock)
             raise retries.Transient(str(error)) from None
@@ -147,6 +150,8 @@ class Client:
         if status != 206 or head.get("connection", "").lower() == "close":
             _close(sock)
         else:
+            if sock.gettimeout() != remote._TIMEOUTS[1]:  # shortened by the read's budget (_receiving)
+                sock.settimeout(remote._TIMEOUTS[1])
             self._checkin(sock)
         return status, head, body
 
@@ -225,12 +230,34 @@ class Client:
         return self._auth
 
 
-def _answer(sock: socket.socket, lo: int, hi: int) -> tuple[int, dict[str, str], memoryview | bytes]:
+def _receiving(sock: socket.socket, deadline: float | None, lo: int, hi: int, got: int) -> None:
+    """Before a recv: its wait cut to what is left before `deadline` (the read's retry budget), and a
+    TimeoutError once none is, however recently the last byte came."""
+    if deadline is None:
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(
+            f"range {lo}-{hi - 1}: {got} of its {hi - lo} bytes came within the read's retry budget "
+            "(DEW_GCS_RETRY_SECONDS); the server sends too slowly"
+        )
+    if left < remote._TIMEOUTS[1]:
+        sock.settimeout(left)
+
+
+def _answer(
+    sock: socket.socket, lo: int, hi: int, deadline: float | None = None
+) -> tuple[int, dict[str, str], memoryview | bytes]:
     data = bytearray()
     while (end := data.find(b"\r\n\r\n")) < 0:
         if len(data) > _HEAD_LIMIT:
             raise _Framing(f"an answer's headers run past {_HEAD_LIMIT} bytes")
-        chunk = sock.recv(1 << 16)
+        _receiving(sock, deadline, lo, hi, 0)
+        try:
+            chunk = sock.recv(1 << 16)
+        except TimeoutError:
+            _receiving(sock, deadline, lo, hi, 0)  # the budget's end cut this wait: say so
+            raise
         if not chunk:
             raise ConnectionResetError("the connection closed before an answer")
         data += chunk
@@ -270,7 +297,12 @@ def _answer(sock: socket.socket, lo: int, hi: int) -> tuple[int, dict[str, str],
     got = len(have)
     view[:got] = have
     while got < size:
-        count = sock.recv_into(view[got:])
+        _receiving(sock, deadline, lo, hi, got)
+        try:
+            count = sock.recv_into(view[got:])
+        except TimeoutError:
+            _receiving(sock, deadline, lo, hi, got)
+            raise
         if not count:
             raise _Framing(f"body cut off: range {lo}-{hi - 1} answered with {got} of {size} bytes")
         got += count

@@ -8,6 +8,8 @@ reads as zeros and a block past the file's end reads short, and the caller's crc
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Iterable
 
@@ -20,6 +22,7 @@ PAGE_BYTES = 64 << 10
 # 12 bytes, 340 to a 4 KiB leaf); a page spanning n filesystem blocks holds at most (n + 1) // 2 extents.
 _EXTENT = 16
 _FS_BLOCKS: dict[str, int] = {}  # the filesystem block size under each blocks directory
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02
 
 
 def mirror(root: str, key: str, name: str, block_bytes: int) -> str:
@@ -98,3 +101,24 @@ def read_blocks(path: str, blocks: Iterable[int], block_bytes: int) -> dict[int,
     finally:
         os.close(fd)
     return out
+
+
+def punch(path: str, offset: int, length: int) -> None:
+    """Frees bytes [offset, offset + length) of a mirror on disk (fallocate PUNCH_HOLE, at once, even
+    while another process has it open); they read as zeros. A mirror that is gone is no error."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        mode = _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE
+        if length and libc.fallocate(fd, mode, ctypes.c_int64(offset), ctypes.c_int64(length)) != 0:
+            code = ctypes.get_errno()
+            raise OSError(
+                code,
+                f"cannot free cached blocks of {path} ({os.strerror(code)}): the dew block cache needs a "
+                "filesystem that punches holes (ext4, xfs, tmpfs); point DEW_CACHE_DIR at one",
+            )
+    finally:
+        os.close(fd)

@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from dew.data import formats, ranges, remote, retries
+from dew.data import formats, http_ranges, ranges, remote, retries
 from dew.data.record_index import _BLOCK, _BLOCK_HEADER, _chunk_end
 
 # Mirror blocks of raw files: records of a few to hundreds of kB cost at most two partial blocks.
@@ -138,17 +138,10 @@ def _parse(raw: ranges.RangedShard) -> RawIndex:
 
 
 def _get(raw: ranges.RangedShard, lo: int, hi: int) -> bytes:
-    url = remote._object_url(raw.uri, media=True)
-    params = {"alt": "media", "generation": raw.generation or ""}
-
-    def attempt() -> bytes:
-        with remote._get(raw.uri, url, params, {"Range": f"bytes={lo}-{hi - 1}"}) as response:
-            body = response.content
-        if len(body) != hi - lo:
-            raise retries.Transient(f"range {lo}-{hi - 1} answered with {len(body)} of {hi - lo} bytes")
-        return bytes(body)
-
-    return retries.retrying(raw.uri, attempt)
+    """Bytes [lo, hi) of the file at its generation, by the range client (dew.data.http_ranges), whose
+    framing (the Content-Range names the bytes asked) and budget its chunk reads have too."""
+    target = http_ranges.target(raw.uri, raw.generation)
+    return retries.retrying(raw.uri, lambda: bytes(remote.get_range(raw.uri, target, lo, hi)))
 
 
 def _chunk(data: bytes, begin: int, where: str) -> tuple[list[bytes], int]:

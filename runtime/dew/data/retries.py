@@ -13,11 +13,13 @@ from __future__ import annotations
 import email.utils
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 _T = TypeVar("_T")
+_BUDGET = threading.local()  # the deadline of the `retrying` running in this thread, if any
 DEFAULT_RETRY_SECONDS = 300.0
 FIRST_DELAY = 0.25
 MAX_DELAY = 30.0
@@ -50,23 +52,36 @@ def retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def time_left() -> float | None:
+    """Seconds left of the retry budget of the `retrying` running in this thread (None outside one): an
+    attempt that reads a body bounds its wait by it, so a server that keeps sending a byte now and then
+    cannot hold a read past its budget."""
+    deadline = getattr(_BUDGET, "deadline", None)
+    return None if deadline is None else deadline - time.monotonic()
+
+
 def retrying(uri: str, attempt: Callable[[], _T]) -> _T:
     """`attempt()`, again after each Transient failure, until it succeeds or the retry budget is spent;
     then an OSError naming `uri`, the attempts and the last failure."""
     budget = retry_seconds()
     deadline = time.monotonic() + budget
+    outer, _BUDGET.deadline = getattr(_BUDGET, "deadline", None), deadline
     tries = 0
-    while True:
-        tries += 1
-        try:
-            return attempt()
-        except Transient as error:
-            if error.retry_after is not None:
-                delay = error.retry_after
-            else:
-                delay = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** (tries - 1)))
-            if time.monotonic() + delay > deadline:
-                raise OSError(
-                    f"{uri}: still failing after {tries} attempts within {budget:g} s (DEW_GCS_RETRY_SECONDS): {error}"
-                ) from error
-            time.sleep(delay)
+    try:
+        while True:
+            tries += 1
+            try:
+                return attempt()
+            except Transient as error:
+                if error.retry_after is not None:
+                    delay = error.retry_after
+                else:
+                    delay = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** (tries - 1)))
+                if time.monotonic() + delay > deadline:
+                    raise OSError(
+                        f"{uri}: still failing after {tries} attempts within {budget:g} s (DEW_GCS_RETRY_SECONDS): "
+                        f"{error}"
+                    ) from error
+                time.sleep(delay)
+    finally:
+        _BUDGET.deadline = outer
