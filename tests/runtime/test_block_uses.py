@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dew.data import block_uses, blockcache
+from dew.data import block_uses, blockcache, mirrors
 
 BLOCK = 4096
 
@@ -32,7 +32,7 @@ def test_a_served_reads_last_use_waits_in_memory_and_the_next_store_evicts_by_it
     first, second, third = (blockcache.mirror("k", name, BLOCK) for name in ("a", "bb", "ccc"))
     page = blockcache.charge(BLOCK, 0, [0])
     # Room for three files and two pages: the third file's page evicts one of the first two.
-    monkeypatch.setenv("DEW_CACHE_BYTES", str(3 * blockcache._fs_block() + 2 * page))
+    monkeypatch.setenv("DEW_CACHE_BYTES", str(3 * mirrors.file_charge() + 2 * page))
     _store(first)
     _store(second)
     was = _used(first)

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from dew.data import block_sums, blockcache, formats, ranges, remote
+from dew.data import block_sums, blockcache, formats, mirrors, ranges, remote
 from dew.data.tokens.token_bytes import TokenBytes
 from tests.conftest import BUCKET
 from tests.gcs_faults import Fault
@@ -263,7 +263,7 @@ def test_worker_processes_share_one_bounded_cache(gcs_emulator, cache, tmp_path,
     assert blockcache.used() <= budget and blockcache.allocated() <= blockcache.used()
     pages = blockcache._ledger().execute("SELECT SUM(bytes) FROM pages").fetchone()[0] or 0
     files = blockcache._ledger().execute("SELECT COUNT(*) FROM files").fetchone()[0]
-    assert blockcache.used() == pages + files * blockcache._fs_block(), "the ledger's total is what its rows hold"
+    assert blockcache.used() == pages + files * mirrors.file_charge(), "the ledger's total is what its rows hold"
 
 
 def test_a_parquet_token_corpus_reads_footers_and_row_groups_by_range(gcs_emulator, cache, tmp_path) -> None:

@@ -119,16 +119,20 @@ def _drop() -> None:
 
 
 def _empty(root: str) -> None:
-    """Under a new ledger's write lock: punches out every mirror under `root` (no ledger counts their
-    blocks now) and removes the journals (of another ledger's stores)."""
+    """Under a new ledger's write lock: removes every mirror under `root` and its directory (no ledger
+    counts them now), punching its blocks out first (which frees them even under a reader that has it
+    open), and removes the journals (of another ledger's stores)."""
     shutil.rmtree(os.path.join(root, JOURNALS), ignore_errors=True)
-    for directory, _, names in os.walk(root):
+    for directory, _, names in os.walk(root, topdown=False):
         if directory == root:
             continue  # the ledger's own files
         for name in names:
             path = os.path.join(directory, name)
             with contextlib.suppress(FileNotFoundError):
                 mirrors.punch(path, 0, os.stat(path).st_size)
+                os.unlink(path)
+        with contextlib.suppress(OSError):  # one a store of the old ledger wrote into meanwhile stays
+            os.rmdir(directory)
 
 
 def using(work: Callable[[sqlite3.Connection], _T]) -> _T:

@@ -152,8 +152,8 @@ def _store(
                 incoming += cost
         for path in writes:
             if ledger.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is None:
-                plan.insert(0, (path, None, {}, set(), 0, _fs_block()))  # its first extent tree block, first
-                incoming += _fs_block()
+                plan.insert(0, (path, None, {}, set(), 0, mirrors.file_charge()))  # its directory, first
+                incoming += mirrors.file_charge()
         total = ledger.execute("SELECT bytes FROM total").fetchone()[0]
         evicted = _evict(ledger, total + incoming - budget, keep) if total + incoming > budget else 0
         total -= evicted
@@ -322,10 +322,12 @@ def used() -> int:
 
 
 def allocated() -> int:
-    """The disk the mirrors take now (their allocated blocks, st_blocks), the ledger left out: a
-    diagnostic that walks the directory, never called on a read."""
-    total = 0
-    for directory, _, names in os.walk(remote.blocks_dir()):
+    """The disk the mirrors and their directories take now (allocated blocks, st_blocks), the ledger and
+    the journals left out: a diagnostic that walks the directory, never called on a read."""
+    root, total = remote.blocks_dir(), 0
+    for directory, _, names in os.walk(root):
+        if directory != root and os.path.basename(directory) != block_ledger.JOURNALS:
+            total += os.stat(directory).st_blocks * 512  # a mirror's own directory
         for name in names:
             if not name.startswith((block_ledger.NAME, _JOURNAL)):
                 total += os.stat(os.path.join(directory, name)).st_blocks * 512

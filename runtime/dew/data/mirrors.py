@@ -44,6 +44,12 @@ def fs_block() -> int:
     return size
 
 
+def file_charge() -> int:
+    """Disk a mirror takes before any page of it: the block of its own directory (a mirror is the one
+    file of `<cache key>-<block bytes>/`, made with it and kept with it) and its first extent tree block."""
+    return 2 * fs_block()
+
+
 def page_blocks(block_bytes: int) -> int:
     """Blocks of `block_bytes` a page holds."""
     return max(1, PAGE_BYTES // block_bytes)
