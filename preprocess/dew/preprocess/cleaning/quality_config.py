@@ -81,11 +81,12 @@ class QualityConfig:
             kind = kinds[str(item.type)]
             if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
                 raise TypeError(f"QualityConfig.{item.name} must be {item.type}, got {value!r}")
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if number and not math.isfinite(value):
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                continue
+            if not math.isfinite(value):
                 # NaN compares false with everything: a "max" rule would never drop, a "min" one always.
                 raise ValueError(f"QualityConfig.{item.name} must be a finite number (0 disables), got {value!r}")
-            if number and value < 0 and not (item.name.startswith("c4_") and value == -1):
+            if value < 0 and not (item.name.startswith("c4_") and value == -1):
                 raise ValueError(f"QualityConfig.{item.name} must be >= 0, got {value!r}")
         if self.languages and not self.language_model:
             raise ValueError("QualityConfig.languages needs language_model (a local fastText model path)")
