@@ -123,6 +123,12 @@ def test_restoring_a_far_position_is_index_arithmetic() -> None:
     batch = next(stream)
     expected = ShuffledEpochs(np.arange(10_007), seed=5).indices(np.arange(10**12, 10**12 + 16))
     np.testing.assert_array_equal(batch, expected)
+    last = 2**62 - 16  # the last step a position can name: read like any other
+    stream.set_state({**stream.get_state(), "records": last})
+    np.testing.assert_array_equal(next(stream), ShuffledEpochs(np.arange(10_007), seed=5).indices(last + np.arange(16)))
+    for far in (2**62, 2**64):  # an endless stream used to end there at once, or fail deep in numpy
+        with pytest.raises(ValueError, match=f"records {far} is past the 2\\*\\*62 records any stream reads"):
+            stream.set_state({**stream.get_state(), "records": far})
     stream.close()
 
 
@@ -218,6 +224,7 @@ def test_partition_fields_are_checked() -> None:
         ({"tokens": "abc"}, "data position tokens must be a JSON object, got str"),
         ({"tokens": {"c": "x"}}, r"data position tokens\['c'\] must be a non-negative int"),
         ({"records": True}, "data position records must be a non-negative int"),
+        ({"records": 2**64}, r"records 18446744073709551616 is past the 2\*\*62 records any stream reads"),
         ({"kind": "dew.share/1", "index": 2, "count": 2, "state": {}}, "index 2 is not below its count 2"),
         ({"kind": "dew.share/1", "index": 0, "count": 1, "state": []}, "data position state must be a JSON object"),
     ],
