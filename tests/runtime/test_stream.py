@@ -241,3 +241,25 @@ def test_from_grain_refuses_a_batch_of_zero_by_name() -> None:
     """With a validation pipeline, batch=0 used to reach `len(ds) // batch` as a ZeroDivisionError."""
     with pytest.raises(ValueError, match=r"from_grain\(batch=\) must be a positive int"):
         Dataset.from_grain(numbers(30), batch=0, validation=numbers(12), loading=SERIAL)
+
+
+def test_a_resume_onto_another_batch_continues_at_the_record_count_or_is_refused_naming_the_batch() -> None:
+    """A position is a global record count: a run whose batch changed continues at that record when it
+    is a step of the new batch, and is refused, saying the batch or ramp changed, when it falls inside one."""
+
+    def train(batch: int):
+        return global_dataset(
+            train=np.arange(100), val=None, batch=batch, seed=3, loading=SERIAL, val_batches=None
+        ).train
+
+    _, state = read_global(train(4), 2, 3)
+    tail, _ = read_global(train(6), 3, 2, state)
+    np.testing.assert_array_equal(
+        np.concatenate(tail), ShuffledEpochs(np.arange(100), seed=3).indices(np.arange(12, 24))
+    )
+    stream = train(8)(DataPartition())
+    with pytest.raises(
+        ValueError, match=r"record 12 falls inside a step of 8 records.*batch or ramp is not the checkpoint's"
+    ):
+        stream.set_state(state)
+    stream.close()
