@@ -220,3 +220,43 @@ def test_a_phase_appended_after_the_stop_is_read_exactly_as_if_it_had_been_there
     tail, tail_state = read_global(reader(after), counts[1], 10 - stop_at, state)
     assert_batches_equal(full, head + tail)
     assert tail_state == full_state
+
+
+@pytest.mark.parametrize("until", [2, 3])
+def test_a_checkpoint_at_the_end_of_a_phase_resumes_onto_that_phase_extended(root, until) -> None:
+    """Checkpointed at the step a phase ends before, a run has read that phase whole and nothing after
+    it, so extending the phase is moving its end past the stop: accepted, and read as if it had been there."""
+    a, b = root["a"], root["b"]
+
+    def reader(first_until: int):
+        phases = (DataPhase({a: 1.0, b: 1.0}, until_step=first_until), DataPhase(b))
+        return PackedTokens(phases=phases, seq_len=15, seed=5, loading=FAST, val_batches=0).load(batch=4).train
+
+    full, full_state = read_global(reader(until + 3), 1, 8)
+    head, state = read_global(reader(until), 2, until)
+    tail, tail_state = read_global(reader(until + 3), 4, 8 - until, state)
+    assert_batches_equal(full, head + tail)
+    assert tail_state == full_state
+
+
+@pytest.mark.parametrize("stop_at", [1, 3])
+def test_a_phased_run_resumes_onto_its_current_phase_alone(root, stop_at) -> None:
+    """Dropping the phases a run has not reached leaves its current phase running on: a run of that mixture
+    alone (path=, or one DataPhase) continues it exactly, and one on another mixture is refused by name."""
+    a, b = root["a"], root["b"]
+    head_path = {a: 1.0, b: 2.0}
+    phases = (DataPhase(head_path, until_step=3), DataPhase(b))
+
+    def reader(**where):
+        return PackedTokens(**where, seq_len=15, seed=5, loading=FAST, val_batches=0).load(batch=4).train
+
+    head, state = read_global(reader(phases=phases), 2, stop_at)
+    for alone in ({"path": head_path}, {"phases": (DataPhase(head_path),)}):
+        full, full_state = read_global(reader(**alone), 1, 6)
+        tail, tail_state = read_global(reader(**alone), 4, 6 - stop_at, state)
+        assert_batches_equal(full, head + tail)
+        assert tail_state == full_state
+    stream = reader(path={a: 1.0, b: 1.0})(DataPartition())
+    with pytest.raises(ValueError, match=f"phase 0 of the checkpoint's data was changed: corpus '{b}' weight 2 -> 1"):
+        stream.set_state(state)
+    stream.close()

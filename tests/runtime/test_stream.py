@@ -123,6 +123,12 @@ def test_restoring_a_far_position_is_index_arithmetic() -> None:
     batch = next(stream)
     expected = ShuffledEpochs(np.arange(10_007), seed=5).indices(np.arange(10**12, 10**12 + 16))
     np.testing.assert_array_equal(batch, expected)
+    last = 2**62 - 16  # the last step a position can name: read like any other
+    stream.set_state({**stream.get_state(), "records": last})
+    np.testing.assert_array_equal(next(stream), ShuffledEpochs(np.arange(10_007), seed=5).indices(last + np.arange(16)))
+    for far in (2**62, 2**64):  # an endless stream used to end there at once, or fail deep in numpy
+        with pytest.raises(ValueError, match=f"records {far} is past the 2\\*\\*62 records any stream reads"):
+            stream.set_state({**stream.get_state(), "records": far})
     stream.close()
 
 
@@ -218,6 +224,7 @@ def test_partition_fields_are_checked() -> None:
         ({"tokens": "abc"}, "data position tokens must be a JSON object, got str"),
         ({"tokens": {"c": "x"}}, r"data position tokens\['c'\] must be a non-negative int"),
         ({"records": True}, "data position records must be a non-negative int"),
+        ({"records": 2**64}, r"records 18446744073709551616 is past the 2\*\*62 records any stream reads"),
         ({"kind": "dew.share/1", "index": 2, "count": 2, "state": {}}, "index 2 is not below its count 2"),
         ({"kind": "dew.share/1", "index": 0, "count": 1, "state": []}, "data position state must be a JSON object"),
     ],
@@ -234,3 +241,25 @@ def test_from_grain_refuses_a_batch_of_zero_by_name() -> None:
     """With a validation pipeline, batch=0 used to reach `len(ds) // batch` as a ZeroDivisionError."""
     with pytest.raises(ValueError, match=r"from_grain\(batch=\) must be a positive int"):
         Dataset.from_grain(numbers(30), batch=0, validation=numbers(12), loading=SERIAL)
+
+
+def test_a_resume_onto_another_batch_continues_at_the_record_count_or_is_refused_naming_the_batch() -> None:
+    """A position is a global record count: a run whose batch changed continues at that record when it
+    is a step of the new batch, and is refused, saying the batch or ramp changed, when it falls inside one."""
+
+    def train(batch: int):
+        return global_dataset(
+            train=np.arange(100), val=None, batch=batch, seed=3, loading=SERIAL, val_batches=None
+        ).train
+
+    _, state = read_global(train(4), 2, 3)
+    tail, _ = read_global(train(6), 3, 2, state)
+    np.testing.assert_array_equal(
+        np.concatenate(tail), ShuffledEpochs(np.arange(100), seed=3).indices(np.arange(12, 24))
+    )
+    stream = train(8)(DataPartition())
+    with pytest.raises(
+        ValueError, match=r"record 12 falls inside a step of 8 records.*batch or ramp is not the checkpoint's"
+    ):
+        stream.set_state(state)
+    stream.close()

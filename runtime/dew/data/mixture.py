@@ -230,10 +230,18 @@ class MixtureOrder(BaseOrder):
                     + ". Resume with the mixture the checkpoint was written with, or add a DataPhase"
                 )
             return  # seed and every corpus's content, weight, offset and place agree; only paths may differ
+        if saved.get("order") == "phased":  # a phased run going on in its current phase alone
+            from dew.data import phases  # which builds on this module
+
+            ours = [{"until": None, "reads": self.describe()}]
+            phases.check_phases_resume(phases.saved_phases(saved) or [], ours, records)
+            return
         super().check_resume(saved, records)
 
     def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
-        return match_corpora(saved, self.describe()) if saved.get("order") == "mixture" else {}
+        from dew.data import phases
+
+        return phases.renamed_in_phases(phases.saved_phases(saved) or [], [{"until": None, "reads": self.describe()}])
 
     def record_tokens(self, ks: np.ndarray) -> dict[str, int]:
         """Real tokens each corpus supplied to global records `ks` (corpora whose source counts them)."""

@@ -151,46 +151,59 @@ class PhasedOrder(BaseOrder):
         return out
 
     def renamed_corpora(self, saved: Mapping[str, Any]) -> dict[str, str]:
-        if saved.get("order") == "mixture":
-            saved_phases = [{"reads": saved}]
-        elif saved.get("order") == "phased":
-            saved_phases = list(saved.get("phases", []))
-        else:
-            return {}
-        out: dict[str, str] = {}
-        for before, ours in zip(saved_phases, self.describe()["phases"], strict=False):
-            out.update(match_corpora(before["reads"], ours["reads"]))
-        return out
+        before = saved_phases(saved)
+        return {} if before is None else renamed_in_phases(before, self.describe()["phases"])
 
     def check_resume(self, saved: Mapping[str, Any], records: int) -> None:
         """Accepts phases appended, or the current phase's end moved past `records`; refuses the rest by name."""
-        saved_phases: list[Mapping[str, Any]]
-        if saved.get("order") == "mixture":
-            saved_phases = [{"until": None, "reads": saved}]
-        elif saved.get("order") == "phased":
-            saved_phases = list(saved.get("phases", []))
-        else:
+        before = saved_phases(saved)
+        if before is None:
             super().check_resume(saved, records)
             return
-        ours = self.describe()["phases"]
-        start = 0
-        for i, before in enumerate(saved_phases):
-            if start >= records:
-                break
-            if i >= len(ours):
-                raise ValueError(f"the checkpoint has read phase {i}, which this run's phases no longer hold")
-            changes = mixture_changes(before["reads"], ours[i]["reads"])
-            if changes:
-                raise ValueError(f"phase {i} of the checkpoint's data was changed: {'; '.join(changes)}")
-            end, now = before["until"], ours[i]["until"]
-            if end is not None and end <= records:
-                if now != end:
-                    raise ValueError(f"phase {i} ended at record {end} in the checkpoint, and now ends at {now}")
-            elif now is not None and now < records:
-                raise ValueError(f"phase {i} now ends at record {now}, before the checkpoint's record {records}")
-            if end is None:
-                break
-            start = end
+        check_phases_resume(before, self.describe()["phases"], records)
+
+
+def saved_phases(saved: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    """The phases a saved description holds, each {"until", "reads"}: a phased order's own, a mixture's as
+    its one phase running on; None for any other order."""
+    if saved.get("order") == "mixture":
+        return [{"until": None, "reads": saved}]
+    if saved.get("order") == "phased":
+        return list(saved.get("phases", []))
+    return None
+
+
+def renamed_in_phases(saved: Sequence[Mapping[str, Any]], ours: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each saved corpus's name in our phases, phase by phase (match_corpora)."""
+    out: dict[str, str] = {}
+    for before, now in zip(saved, ours, strict=False):
+        out.update(match_corpora(before["reads"], now["reads"]))
+    return out
+
+
+def check_phases_resume(saved: Sequence[Mapping[str, Any]], ours: Sequence[Mapping[str, Any]], records: int) -> None:
+    """Refuses, by phase, a resume at `records` whose phases (each {"until", "reads"}) read other records
+    than the saved ones did before it. Phases appended, or the current phase's end moved anywhere not
+    before `records`, are accepted. A phase that ended exactly at `records` is the current one: the run
+    read all of it and nothing after it, so its end may move on too."""
+    start = 0
+    for i, before in enumerate(saved):
+        if start >= records:
+            break
+        if i >= len(ours):
+            raise ValueError(f"the checkpoint has read phase {i}, which this run's phases no longer hold")
+        changes = mixture_changes(before["reads"], ours[i]["reads"])
+        if changes:
+            raise ValueError(f"phase {i} of the checkpoint's data was changed: {'; '.join(changes)}")
+        end, now = before["until"], ours[i]["until"]
+        if end is not None and end < records:
+            if now != end:
+                raise ValueError(f"phase {i} ended at record {end} in the checkpoint, and now ends at {now}")
+        elif now is not None and now < records:
+            raise ValueError(f"phase {i} now ends at record {now}, before the checkpoint's record {records}")
+        if end is None:
+            break
+        start = end
 
 
 # The reference page's name for the phased order: its describe() is what a resume compares.

@@ -20,6 +20,10 @@ SHARE = "dew.share/1"
 # What get_state returns: plain JSON-able data, so any checkpointer can store it.
 Position = dict[str, Any]
 
+# Records past any run (at a million records a second, 146,000 years), below which a stream's 64-bit
+# record indices and its step counter hold every step; a count beyond is a damaged position.
+MAX_RECORDS = 1 << 62
+
 
 @dataclasses.dataclass(frozen=True)
 class GlobalPosition:
@@ -114,6 +118,8 @@ def parse(state: Mapping[str, Any]) -> GlobalPosition | SharePosition:
         if kind == GLOBAL:
             records, reads, tokens = state["records"], state["reads"], state.get("tokens", {})
             validate.non_negative_int("data position records", records)
+            if records >= MAX_RECORDS:
+                raise ValueError(f"data position records {records} is past the 2**62 records any stream reads")
             _mapping("reads", reads)
             _mapping("tokens", tokens)
             for name, count in tokens.items():

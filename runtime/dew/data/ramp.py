@@ -113,7 +113,8 @@ class Schedule:
         if remainder:
             raise ValueError(
                 f"record {records} falls inside a step of {stage.batch} records (stage from record "
-                f"{stage.records}); a saved position always ends on a step"
+                f"{stage.records}); a saved position always ends on a step, so this run's batch or ramp is not "
+                "the checkpoint's: resume with the batch and ramp it was saved under"
             )
         return self._first_steps[i] + offset
 

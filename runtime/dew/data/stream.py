@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 # grain imports jax when it is installed, so it loads when a stream first runs, not with dew.data.
 
-# The endless stream's step range: far past any run, and within what len() can hold.
-_ENDLESS = 1 << 62
+# The endless stream's step range: far past any run, within what len() can hold, and past the step of
+# any position (position.MAX_RECORDS records, a step of one record each at most).
+_ENDLESS = position.MAX_RECORDS
 
 
 def share_records(schedule: Schedule, partition: DataPartition, step: int) -> np.ndarray:
