@@ -92,6 +92,11 @@ class RangedShard:
     def block_bytes(self) -> int:
         return self.shard.block_bytes
 
+    def __hash__(self) -> int:
+        # A read keys its dicts by shard, about 19 hashes an image: the dataclass's own hash would hash
+        # the whole meta.json entry each time. Equal shards have equal keys, so the two agree.
+        return hash(self.key)
+
     @functools.cached_property  # hashed once: every block read and checked asks for it
     def key(self) -> str:
         version = self.shard.sha256 if self.generation is None else f"generation {self.generation}"
