@@ -97,6 +97,33 @@ def _byte_ranges(tokens: TokenBytes, starts: np.ndarray, length: int) -> list[tu
     return out
 
 
+def test_the_same_bytes_rewritten_with_other_blocks_read_in_the_same_process(gcs_emulator, cache, tmp_path) -> None:
+    """A corpus written again at its path with the same shard bytes but another block size: a process that
+    held the first layout's checksums reads the second by its own, never taking one for the other
+    (which failed every block's crc32c as damage)."""
+    local, uri = _corpus(tmp_path, "ranges-relaid", docs=200, block_bytes=4096)
+    near = TokenBytes(local)
+    starts = np.random.default_rng(1).integers(0, len(near) - 300, 16)
+    np.testing.assert_array_equal(TokenBytes(uri).spans(starts, 300), near.spans(starts, 300))
+    again = write_corpus(
+        str(tmp_path / "relaid"),
+        {"train": [near[int(a) : int(b)] for a, b in _documents(near)]},
+        shards=5,
+        block_bytes=256,
+    )
+    assert [s.sha256 for s in formats.read_meta(again).shards("train")] == [
+        s.sha256 for s in formats.read_meta(local).shards("train")
+    ], "the same shard bytes"
+    _upload_directory(again, uri)
+    np.testing.assert_array_equal(TokenBytes(uri).spans(starts, 300), near.spans(starts, 300))
+
+
+def _documents(tokens: TokenBytes) -> list[tuple[int, int]]:
+    """(start, end) of each document of `tokens`, its closing eos (0) included."""
+    ends = np.flatnonzero(tokens[0 : len(tokens)] == 0) + 1
+    return list(zip([0, *ends[:-1].tolist()], ends.tolist(), strict=True))
+
+
 def test_concurrent_reads_fetch_each_shards_block_file_once(gcs_emulator, cache, tmp_path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 

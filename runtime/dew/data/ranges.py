@@ -100,7 +100,10 @@ class RangedShard:
     @functools.cached_property  # hashed once: every block read and checked asks for it
     def key(self) -> str:
         version = self.shard.sha256 if self.generation is None else f"generation {self.generation}"
-        return hashlib.sha256(f"{self.uri}\0{version}".encode()).hexdigest()[:24]
+        # The checksum layout too: the same bytes rewritten with other blocks have other block checksums,
+        # which a process holding the old ones by this key would take for damage.
+        layout = f"{self.block_bytes}\0{self.shard.blocks_version}"
+        return hashlib.sha256(f"{self.uri}\0{version}\0{layout}".encode()).hexdigest()[:24]
 
     def mirror(self) -> str:
         return blockcache.mirror(self.key, self.shard.name, self.block_bytes)
