@@ -10,6 +10,7 @@ connection would read the forgery as its own answer.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import ssl
@@ -182,6 +183,48 @@ def test_a_body_dripped_a_byte_at_a_time_fails_within_the_retry_budget(monkeypat
     try:
         with bounded(60), pytest.raises(OSError, match=rf"{URI}: still failing .* within 1 s .*bytes came within"):
             _read(*FIRST)
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _dripped_metadata(part: str) -> http_support.Answer:
+    """A server whose answers to an object's metadata (`part` "stat") or its bytes ("media") come a byte
+    every 0.05 s: 420 bytes, about 21 s, the rest answered at once."""
+    media = bytes(range(256)) + b"x" * 164
+
+    def answer(head: dict[str, str], lo: int, hi: int) -> Iterator[bytes]:
+        is_media = "alt=media" in head["request-line"]
+        body = media if is_media else json.dumps({"size": str(len(media)), "generation": "7"}).ljust(420).encode()
+        kind = "application/octet-stream" if is_media else "application/json"
+        yield f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        if part != ("media" if is_media else "stat"):
+            yield body
+            return
+        for at in range(len(body)):
+            time.sleep(0.05)
+            yield body[at : at + 1]
+
+    return answer
+
+
+@pytest.mark.parametrize("part", ["stat", "media"])
+def test_an_object_read_whole_fails_within_the_retry_budget_when_dripped(monkeypatch, part: str) -> None:
+    """meta.json and whole shards come through requests, whose timeout counts silence, not progress: a
+    server dripping a byte every 0.05 s held the read until its answer was done (21 s here, never for a
+    large one). Now the read ends with DEW_GCS_RETRY_SECONDS, naming the object."""
+    served = _plain_server(monkeypatch, _dripped_metadata(part))
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "1")
+    try:
+        with bounded(60), pytest.raises(OSError, match=rf"{URI}: still failing .*budget ran out"):
+            remote.read_bytes(URI)
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "20")
+    served = _plain_server(monkeypatch, _dripped_metadata("neither"))
+    try:
+        assert remote.read_bytes(URI) == bytes(range(256)) + b"x" * 164  # the same server, answering at once
     finally:
         served.stop()
         monkeypatch.setattr(remote, "_SESSION", None)

@@ -22,11 +22,13 @@ import dataclasses
 import functools
 import hashlib
 import io
+import json
 import os
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any, BinaryIO, TypeVar
 
-from dew.data import reach
+from dew.data import reach, retries
 from dew.data.extras import require
 from dew.data.retries import Transient, retry_after, retrying
 
@@ -305,10 +307,34 @@ class _Object:
 def _json(uri: str, url: str, params: dict[str, str]) -> Any:
     """The JSON answer to one GET (an object's metadata, a page of a listing); one attempt, for retrying."""
     with _get(uri, url, params) as response:
+        body = b"".join(_body(response))
+    try:
+        return json.loads(body)
+    except ValueError as error:  # an answer cut short
+        raise Transient(f"unreadable answer: {error}") from error
+
+
+def _body(response: Any) -> Iterator[bytes]:
+    """A streamed answer's body as it arrives, never past the retry budget of the `retrying` it runs in.
+
+    The socket's timeout counts silence, not progress: a server sending a byte now and then held a
+    read for as long as it liked. Each read takes what has arrived (at least a byte), so the budget is
+    checked at least once a socket timeout; spent, or the body cut off, it is Transient."""
+    import urllib3
+
+    raw, got = response.raw, 0
+    while True:
+        left = retries.time_left()
+        if left is not None and left <= 0:
+            raise Transient(f"the body was still coming when the retry budget ran out ({got} bytes came)")
         try:
-            return response.json()
-        except ValueError as error:  # an answer cut short
-            raise Transient(f"unreadable answer: {error}") from error
+            block = raw.read1(_BLOCK, decode_content=True)  # as requests would: a gzipped answer inflated
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise Transient(f"body cut off after {got} bytes: {error}") from error
+        if not block:
+            return
+        got += len(block)
+        yield block
 
 
 def _stat(uri: str) -> _Object:
@@ -324,7 +350,6 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
     corrupted body is transient: the next attempt starts over.
     """
     import google_crc32c
-    import requests
 
     target.seek(0)
     target.truncate()
@@ -332,14 +357,11 @@ def _download(uri: str, found: _Object, target: BinaryIO, *, sha256: bool) -> tu
     digest = hashlib.sha256() if sha256 else None
     params = {"alt": "media", "generation": found.generation}
     with _get(uri, _object_url(uri, media=True), params) as response:
-        try:
-            for block in response.iter_content(_BLOCK):
-                crc.update(block)
-                if digest is not None:
-                    digest.update(block)
-                target.write(block)
-        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as error:
-            raise Transient(f"body cut off: {error}") from error
+        for block in _body(response):
+            crc.update(block)
+            if digest is not None:
+                digest.update(block)
+            target.write(block)
     got = target.tell()
     if got != found.size:
         raise Transient(f"body holds {got} of {found.size} bytes")
