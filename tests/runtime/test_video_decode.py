@@ -76,6 +76,20 @@ def test_a_variable_frame_rate_file_is_read_by_its_timestamps(tmp_path) -> None:
             assert abs(support.dominant_frequency(clip.audio, 16000) - support.TONE) < 5
 
 
+def test_an_mpeg_ts_clip_in_its_first_gop_shows_its_own_frames(tmp_path) -> None:
+    # MPEG-TS seeks by timestamp, and a seek to the stream's own first timestamp lands on the second
+    # keyframe: its first clips were all that keyframe's frame, taken for a file starting late.
+    path = support.write_video(str(tmp_path / "broadcast.ts"), codec=H264, audio=False)
+    with av.open(path) as container:
+        times = [frame.time for frame in container.decode(video=0)]  # the file's own, from its head
+    with Video(path) as video:
+        indices = list(range(video.starts(SHAPE)))
+        for clip in [video.clip(SHAPE, 0), video.clip(SHAPE, 3), *video.clips(SHAPE, indices)]:
+            grid = clip.start + np.arange(8) / 25
+            expected = [max(j for j, t in enumerate(times) if t <= g + 1e-4) for g in grid]
+            assert support.frame_indices(clip.frames) == expected, clip.start
+
+
 def test_a_clip_decodes_forward_from_the_keyframe_before_it(tmp_path, monkeypatch) -> None:
     path = support.write_video(str(tmp_path / "long.mp4"), codec=H264, frames=60, audio=False)
     decoded = []
