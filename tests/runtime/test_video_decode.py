@@ -175,6 +175,20 @@ def test_bad_files_are_refused_naming_the_file_and_the_reason(tmp_path) -> None:
         Video(str(tmp_path / "missing.mp4"))
 
 
+def test_an_audio_stream_ffmpeg_cannot_decode_is_refused_by_reason(tmp_path) -> None:
+    # Matroska names its codec in words: an unknown one leaves the stream without a decoder, which
+    # crashed the clips job (an AttributeError, not a VideoError it counts) rather than dropping one video.
+    path = tmp_path / "odd-audio.mkv"
+    support.write_video(str(path), codec=H264)
+    path.write_bytes(path.read_bytes().replace(b"A_AAC", b"A_ZZZ"))
+    with Video(str(path)) as video:
+        assert video.clip(ClipShape(frames=8, frame_size=32, frame_rate=25), 0).frames.shape == (8, 32, 32, 3)
+        for cut in (lambda: video.clip(SHAPE, 0), lambda: list(video.clips(SHAPE, [0, 1]))):
+            with pytest.raises(VideoError, match="no decoder for its audio codec") as refused:
+                cut()
+            assert refused.value.reason == "unsupported_codec"
+
+
 def test_a_file_without_video_is_refused(tmp_path) -> None:
     path = str(tmp_path / "sound.m4a")
     with av.open(path, "w") as container:

@@ -14,7 +14,7 @@ import numpy as np
 
 from dew.data.extras import require
 from dew.data.video.audio_grid import GRID_FRAMES, VARIABLE_FRAMES, AudioGrid
-from dew.data.video.video_errors import VideoError
+from dew.data.video.video_errors import UNSUPPORTED_CODEC, VideoError
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -82,6 +82,8 @@ class AudioTrack:
         the clip's first sample is as good as any other."""
         rate = shape.audio_rate
         assert rate is not None, "audio is filled only when the shape asks for it"
+        if self._audio.codec_context is None:  # FFmpeg knows the container but has no decoder for the stream
+            return 0, VideoError(self.path, UNSUPPORTED_CODEC, "FFmpeg has no decoder for its audio codec")
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
         origin = seconds(self._audio.start_time, self._audio.time_base) or 0.0
