@@ -86,6 +86,7 @@ class AudioTrack:
             return 0, VideoError(self.path, UNSUPPORTED_CODEC, "FFmpeg has no decoder for its audio codec")
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
+        made: tuple[str, str, int] | None = None  # the kind of frame the resampler takes
         origin = seconds(self._audio.start_time, self._audio.time_base) or 0.0
         preroll = _OPUS_PREROLL if self._audio.codec_context.name in _OPUS else _AUDIO_PREROLL
         try:
@@ -96,6 +97,15 @@ class AudioTrack:
                     if first is None:
                         continue
                     frame, at = first
+                kind = (frame.format.name, frame.layout.name, frame.sample_rate)
+                if made is not None and kind != made:
+                    # The stream changes its rate or channels (a broadcast switching to 5.1 for a film): a
+                    # resampler takes one kind of frame, so the last one's tail is placed and a fresh one
+                    # goes on where it stopped.
+                    for piece in resampler.resample(None):
+                        at = _place(out, piece, at)
+                    resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
+                made = kind
                 for piece in resampler.resample(frame):
                     at = _place(out, piece, at)
                 if at >= len(out):
