@@ -295,6 +295,8 @@ class Video(AudioTrack):
                 if filled == len(targets):
                     return
                 shown.frame = frame
+        if shown.frame is None and seek > min(self.origin, 0.0):
+            raise _LandedPast  # past the last keyframe (MPEG-TS seeking by timestamp): no frame at all
         # The stream has ended: its last frame stays on screen for its own duration, and no longer, so a
         # truncated file is found out rather than padded with its last frame.
         last = shown.frame
