@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import numpy as np
@@ -74,6 +75,22 @@ def test_a_variable_frame_rate_file_is_read_by_its_timestamps(tmp_path) -> None:
             expected = [max(j for j, p in enumerate(pts) if p <= t) for t in times_ms]
             assert support.frame_indices(clip.frames) == expected
             assert abs(support.dominant_frequency(clip.audio, 16000) - support.TONE) < 5
+
+
+def test_an_mpeg_ts_clip_in_its_first_gop_shows_its_own_frames(tmp_path) -> None:
+    # MPEG-TS seeks by timestamp, and a seek to the stream's own first timestamp lands on the second
+    # keyframe: its first clips were all that keyframe's frame, taken for a file starting late.
+    path = support.write_video(str(tmp_path / "broadcast.ts"), codec=H264, audio=False)
+    with av.open(path) as container:
+        times = [frame.time for frame in container.decode(video=0)]  # the file's own, from its head
+    with Video(path) as video:
+        indices = list(range(video.starts(SHAPE)))
+        # The last clip's seek lands past the last keyframe, on no frame: it was refused as truncated.
+        last = video.clip(SHAPE, indices[-1])
+        for clip in [video.clip(SHAPE, 0), video.clip(SHAPE, 3), last, *video.clips(SHAPE, indices)]:
+            grid = clip.start + np.arange(8) / 25
+            expected = [max(j for j, t in enumerate(times) if t <= g + 1e-4) for g in grid]
+            assert support.frame_indices(clip.frames) == expected, clip.start
 
 
 def test_a_clip_decodes_forward_from_the_keyframe_before_it(tmp_path, monkeypatch) -> None:
@@ -159,6 +176,64 @@ def test_bad_files_are_refused_naming_the_file_and_the_reason(tmp_path) -> None:
         video.starts(SHAPE)
     with pytest.raises(FileNotFoundError, match=r"missing\.mp4"):
         Video(str(tmp_path / "missing.mp4"))
+
+
+def test_an_audio_stream_ffmpeg_cannot_decode_is_refused_by_reason(tmp_path) -> None:
+    # Matroska names its codec in words: an unknown one leaves the stream without a decoder, which
+    # crashed the clips job (an AttributeError, not a VideoError it counts) rather than dropping one video.
+    path = tmp_path / "odd-audio.mkv"
+    support.write_video(str(path), codec=H264)
+    path.write_bytes(path.read_bytes().replace(b"A_AAC", b"A_ZZZ"))
+    with Video(str(path)) as video:
+        assert video.clip(ClipShape(frames=8, frame_size=32, frame_rate=25), 0).frames.shape == (8, 32, 32, 3)
+        for cut in (lambda: video.clip(SHAPE, 0), lambda: list(video.clips(SHAPE, [0, 1]))):
+            with pytest.raises(VideoError, match="no decoder for its audio codec") as refused:
+                cut()
+            assert refused.value.reason == "unsupported_codec"
+
+
+def _adts_tone(path, rate: int, layout: str, seconds: float) -> bytes:
+    with av.open(str(path), "w", format="adts") as container:
+        stream = container.add_stream("aac", rate=rate, layout=layout)
+        samples, channels = round(seconds * rate), len(stream.layout.channels)
+        for first in range(0, samples, 1024):
+            wave = support.tone_at(np.arange(first, min(samples, first + 1024)) / rate)
+            frame = av.AudioFrame.from_ndarray(np.repeat(wave[None], channels, 0), format="fltp", layout=layout)
+            frame.sample_rate, frame.pts = rate, first
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path.read_bytes()
+
+
+def test_audio_that_changes_rate_and_channels_mid_stream_is_resampled_on(tmp_path) -> None:
+    # One tone, its first second 44.1 kHz mono and its second 48 kHz stereo, as a broadcast switches
+    # layouts: the resampler refused the first frame of the second kind (a ValueError that crashed the job).
+    audio = tmp_path / "switch.aac"
+    audio.write_bytes(
+        _adts_tone(tmp_path / "a.aac", 44100, "mono", 1.0) + _adts_tone(tmp_path / "b.aac", 48000, "stereo", 1.0)
+    )
+    video = support.write_video(str(tmp_path / "v.ts"), codec=H264, audio=False)
+    path = str(tmp_path / "switch.ts")
+    with av.open(video) as vin, av.open(str(audio)) as ain, av.open(path, "w", format="mpegts") as out:
+        streams = {"video": out.add_stream_from_template(vin.streams.video[0])}
+        streams["audio"] = out.add_stream_from_template(ain.streams.audio[0])
+        packets = [(float(p.dts * p.time_base), "video", p) for p in vin.demux(video=0) if p.dts is not None]
+        for k, packet in enumerate(p for p in ain.demux(audio=0) if p.size):
+            packet.time_base = fractions.Fraction(1, 90000)
+            packet.pts = packet.dts = round(k * 0.0225 * 90000)  # about a 1024-sample frame apart
+            packets.append((k * 0.0225, "audio", packet))
+        for _, kind, packet in sorted(packets, key=lambda t: t[0]):
+            packet.stream = streams[kind]
+            out.mux(packet)
+    shape = ClipShape(frames=8, frame_size=32, frame_rate=25, audio_rate=16000)
+    with Video(path) as video:
+        clips = list(video.clips(shape, range(video.starts(shape))))
+        assert clips[-1].start > 1.5
+    for clip in clips[2:-2]:  # both sides of the switch; the file's own ends aside
+        assert abs(support.dominant_frequency(clip.audio, 16000) - support.TONE) < 5, clip.start
+        assert np.sqrt(np.mean(clip.audio**2)) > 0.3, clip.start  # the tone's 0.35: nowhere silent
 
 
 def test_a_file_without_video_is_refused(tmp_path) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from dew.data.extras import require
 from dew.data.video.audio_grid import GRID_FRAMES, VARIABLE_FRAMES, AudioGrid
-from dew.data.video.video_errors import VideoError
+from dew.data.video.video_errors import UNSUPPORTED_CODEC, VideoError
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -82,8 +82,11 @@ class AudioTrack:
         the clip's first sample is as good as any other."""
         rate = shape.audio_rate
         assert rate is not None, "audio is filled only when the shape asks for it"
+        if self._audio.codec_context is None:  # FFmpeg knows the container but has no decoder for the stream
+            return 0, VideoError(self.path, UNSUPPORTED_CODEC, "FFmpeg has no decoder for its audio codec")
         resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
         at: int | None = None  # where the next resampled sample goes in `out`
+        made: tuple[str, str, int] | None = None  # the kind of frame the resampler takes
         origin = seconds(self._audio.start_time, self._audio.time_base) or 0.0
         preroll = _OPUS_PREROLL if self._audio.codec_context.name in _OPUS else _AUDIO_PREROLL
         try:
@@ -94,6 +97,15 @@ class AudioTrack:
                     if first is None:
                         continue
                     frame, at = first
+                kind = (frame.format.name, frame.layout.name, frame.sample_rate)
+                if made is not None and kind != made:
+                    # The stream changes its rate or channels (a broadcast switching to 5.1 for a film): a
+                    # resampler takes one kind of frame, so the last one's tail is placed and a fresh one
+                    # goes on where it stopped.
+                    for piece in resampler.resample(None):
+                        at = _place(out, piece, at)
+                    resampler = self._av.AudioResampler(format="flt", layout="mono", rate=rate)
+                made = kind
                 for piece in resampler.resample(frame):
                     at = _place(out, piece, at)
                 if at >= len(out):

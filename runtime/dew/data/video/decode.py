@@ -49,9 +49,10 @@ from dew.data.video.video_errors import TOO_SHORT as TOO_SHORT
 # Bumped whenever a change here changes a byte of what a clip decodes to (version 2: audio decoded from
 # a pre-roll before the clip, its resampler grid started on the clip's first sample; version 3: Matroska
 # and WebM audio placed on its frames' sample grid rather than by millisecond timestamps, Opus decoded
-# from a longer pre-roll, priming samples dropped; AAC in MP4 is as in version 2). The clips job
+# from a longer pre-roll, priming samples dropped; AAC in MP4 is as in version 2; version 4: a seek that
+# lands past a clip at the stream's first timestamp, as MPEG-TS's does, reads from time 0). The clips job
 # records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
-DECODER_VERSION = 3
+DECODER_VERSION = 4
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -264,9 +265,10 @@ class Video(AudioTrack):
         try:
             yield from self._pick(targets, size, seek=seek)
         except _LandedPast:
-            # The seek landed past the first target (a file whose index misplaces its keyframes): read from
-            # the head. _pick raises this before it yields anything, so nothing is given twice.
-            yield from self._pick(targets, size, seek=self.origin)
+            # The seek landed past the first target (a file whose index misplaces its keyframes, an MPEG-TS
+            # whose seek by timestamp lands a keyframe late, even at its own first timestamp): read from the
+            # head, time 0 or before. _pick raises this before it yields anything, so nothing is given twice.
+            yield from self._pick(targets, size, seek=min(self.origin, 0.0))
 
     def _pick(self, targets: np.ndarray, size: int, *, seek: float) -> Iterator[np.ndarray]:
         """The frame on screen at each target time, made square, as they come; raises _LandedPast when the
@@ -284,7 +286,7 @@ class Video(AudioTrack):
                 if time is None:
                     raise VideoError(self.path, CORRUPT, "a video frame has no presentation timestamp")
                 if shown.frame is None and time > targets[0] + slack:
-                    if seek > self.origin:
+                    if seek > min(self.origin, 0.0):
                         raise _LandedPast
                     shown.frame = frame  # the file starts after the clip's first instant: its first frame is shown
                 while filled < len(targets) and time > targets[filled] + slack:
@@ -293,6 +295,8 @@ class Video(AudioTrack):
                 if filled == len(targets):
                     return
                 shown.frame = frame
+        if shown.frame is None and seek > min(self.origin, 0.0):
+            raise _LandedPast  # past the last keyframe (MPEG-TS seeking by timestamp): no frame at all
         # The stream has ended: its last frame stays on screen for its own duration, and no longer, so a
         # truncated file is found out rather than padded with its last frame.
         last = shown.frame
