@@ -223,3 +223,21 @@ def test_a_list_naming_one_video_in_several_rows_gives_a_source_a_caption(videos
         ("tone.mp4", "caption 2"),
     ]
     assert [s.index for s in sources] == [0, 1, 2, 3] and all(s.problem is None for s in sources)
+
+
+def test_every_list_naming_a_video_keeps_its_rows_and_a_folder_adds_no_source_beside_them(videos: Path) -> None:
+    """Two lists given as two --input patterns, each naming one video under a caption of its own: the
+    later list's row used to replace the earlier's, uncounted. A folder that holds a listed video gave it
+    a source with the folder's caption, or replaced the list's row, as the flags' order fell."""
+    first, second = videos.parent / "first.jsonl", videos.parent / "second.jsonl"
+    first.write_text(json.dumps({"path": "videos/tone.mp4", "caption": "from first"}) + "\n")
+    second.write_text(json.dumps({"path": "videos/tone.mp4", "caption": "from second"}) + "\n")
+    both = [("tone.mp4", "from first"), ("tone.mp4", "from second")]
+    for patterns in ([first, second], [second, first]):
+        sources, _ = find_sources([str(p) for p in patterns], SourceOptions())
+        assert [(Path(s.path).name, s.caption) for s in sources] == both
+    folder = [("quiet.mp4", "quiet"), *both]
+    for patterns in ([videos, first, second], [first, videos, second], [second, first, videos]):
+        sources, _ = find_sources([str(p) for p in patterns], SourceOptions())
+        assert [(Path(s.path).name, s.caption) for s in sources] == folder
+        assert [s.index for s in sources] == [0, 1, 2]

@@ -233,17 +233,23 @@ def find_sources(patterns: Sequence[str], options: SourceOptions) -> tuple[tuple
         if options.layout == "voxceleb2" and not directory:
             raise ValueError(f"--layout voxceleb2 reads a directory <root>/<split>/<identity>/<clip>/, not {pattern}")
         listed = files.expand_inputs([files.join(pattern, "**") if directory else pattern])
+        # A video reached directly is keyed by its path, so one that two patterns reach is read once, as a
+        # file two patterns name is; a list's row by its video, its list and its place there, so every row
+        # is a source of its own (one caption a row, as MSR-VTT's lists give a video 20), in every list
+        # that names the video (two lists as two patterns: the later one's rows replaced the earlier's,
+        # uncounted), and a list two patterns reach is read once.
+        sources: dict[str, _Found] = {}
         if directory:
-            sources = list(_tree(pattern, listed, options))
+            sources.update((source[0], source) for source in _tree(pattern, listed, options))
         else:
-            sources = []
             for item in listed:
                 if row_kind(item.path, LIST_SUFFIXES) is not None:
-                    sources += _listed(item.path, options)
+                    for row, source in enumerate(_listed(item.path, options)):
+                        sources[f"{source[0]}\0{item.path}\0{row:012d}"] = source  # after the video's own path
                 elif _is_video(item.path):
                     stem = posixpath.splitext(posixpath.basename(item.path))[0]
                     caption = _caption(options.caption_template, item.path, stem=stem, folder="")
-                    sources.append((item.path, posixpath.basename(item.path), caption, None, ""))
+                    sources[item.path] = (item.path, posixpath.basename(item.path), caption, None, "")
                 else:
                     lists = row_suffixes(LIST_SUFFIXES)
                     raise ValueError(
@@ -251,17 +257,12 @@ def find_sources(patterns: Sequence[str], options: SourceOptions) -> tuple[tuple
                     )
         if not sources:
             raise FileNotFoundError(f"--input {pattern} holds no video")
-        # A video a pattern reaches twice is read once, as a file two patterns name is; but a list that
-        # names one video in several rows (one caption a row, as MSR-VTT's lists do) gives a source a row.
-        keyed: dict[str, _Found] = {}
-        for source in sources:
-            key, again = source[0], 0
-            while key in keyed:
-                again += 1
-                key = f"{source[0]}\0{again}"  # sorts right after the video's first row
-            keyed[key] = source
-        found.update(keyed)
+        found.update(sources)
         manifest.update((item.path, item) for item in listed)
+    # A video a list names is its rows' sources, whichever pattern (a folder) also reached it and in
+    # whatever order the patterns came: no source of its own beside them, with a caption of the folder's.
+    in_lists = {source[0] for key, source in found.items() if "\0" in key}
+    found = {key: source for key, source in found.items() if "\0" in key or key not in in_lists}
     numbered = tuple(
         Source(index=i, path=path, name=name, caption=caption, problem=problem, detail=detail)
         for i, (path, name, caption, problem, detail) in enumerate(found[key] for key in sorted(found))
