@@ -332,3 +332,45 @@ def test_clips_close_together_share_a_pass_and_far_apart_do_not(tmp_path, monkey
         assert starts == [video.start(SHAPE, i) for i in (0, 8, 16, 24, 32, 40, 125)]
     assert sorted(kind for kind, _ in seeks) == ["audio", "audio", "video", "video"]
     assert sorted(seek for kind, seek in seeks if kind == "video") == [0.0, 5.0]
+
+
+def _marked(path: str, degrees: int) -> str:
+    """A landscape video (64 x 48) whose top third is white and the rest black, its display matrix
+    rotating it `degrees` counterclockwise, as a phone's portrait recording is stored (-90)."""
+    with av.open(path, "w") as container:
+        stream = container.add_stream(H264, rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        if degrees:
+            stream.set_display_rotation(degrees)
+        picture = np.zeros((48, 64, 3), np.uint8)
+        picture[:16] = 255
+        for i in range(12):
+            frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize(("degrees", "white"), [(0, "top"), (-90, "right"), (90, "left"), (180, "bottom")])
+def test_a_rotated_video_is_decoded_as_it_is_shown(tmp_path, degrees: int, white: str) -> None:
+    """A display matrix says how a player turns the stored picture (counterclockwise degrees): a portrait
+    phone recording is stored landscape and turned -90, clockwise, so the stored top shows on the right.
+    Its clips were the stored picture, on its side."""
+    path = _marked(str(tmp_path / f"turned{degrees}.mp4"), degrees)
+    with av.open(path) as container:
+        assert next(container.decode(video=0)).rotation % 360 == degrees % 360  # what the file says, read back
+    with Video(path) as video:
+        frames = video.clip(ClipShape(frames=4, frame_size=30, frame_rate=25), 0).frames
+    grey = frames.astype(float).mean(axis=(0, 3))  # 30 x 30: rows, columns
+    edges = {
+        "top": grey[:8].mean(),
+        "bottom": grey[-8:].mean(),
+        "left": grey[:, :8].mean(),
+        "right": grey[:, -8:].mean(),
+    }
+    assert edges[white] > 200, edges
+    assert min(edges.values()) < 40, edges
+    assert max(edges, key=edges.get) == white, edges

@@ -50,9 +50,10 @@ from dew.data.video.video_errors import TOO_SHORT as TOO_SHORT
 # a pre-roll before the clip, its resampler grid started on the clip's first sample; version 3: Matroska
 # and WebM audio placed on its frames' sample grid rather than by millisecond timestamps, Opus decoded
 # from a longer pre-roll, priming samples dropped; AAC in MP4 is as in version 2; version 4: a seek that
-# lands past a clip at the stream's first timestamp, as MPEG-TS's does, reads from time 0). The clips job
+# lands past a clip at the stream's first timestamp, as MPEG-TS's does, reads from time 0; version 5: a
+# picture turned as its display matrix says, as a player shows it). The clips job
 # records it in its config, so a run resumed after an upgrade refuses to mix shards of two decoders.
-DECODER_VERSION = 4
+DECODER_VERSION = 5
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -367,5 +368,9 @@ class _Shown:
 
     def square(self) -> np.ndarray:
         if self._square is None:
-            self._square = pixels.square(self._frame.to_ndarray(format="rgb24"), self.size)
+            picture = self._frame.to_ndarray(format="rgb24")
+            # Turned as a player shows it: the display matrix's rotation, counterclockwise degrees (a
+            # portrait phone recording is stored landscape and turned -90). np.rot90 turns counterclockwise.
+            turns = round((self._frame.rotation or 0) / 90) % 4
+            self._square = pixels.square(np.rot90(picture, turns) if turns else picture, self.size)
         return self._square
