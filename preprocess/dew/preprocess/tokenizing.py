@@ -6,6 +6,10 @@ to move between steps; Tokenize hands out one element per document.
 Byte corpora: dew's ByteTokenizer maps text to ids 0..255 and has no end-of-document id, so a corpus
 written with it reserves id 256 as its eos and records a vocabulary of 257 (BYTE_EOS, BYTE_VOCAB).
 No UTF-8 byte can produce 256, so a boundary can never be forged by the text itself.
+
+HF corpora keep the same promise: a special token's text inside a document ("<|endoftext|>" quoted in a
+web page) is encoded as the text it is, as tiktoken's encode_ordinary does, and the eos must be a special
+token, so the only eos ids in a corpus are the ones the job writes after each document.
 """
 
 from __future__ import annotations
@@ -65,9 +69,28 @@ def describe_tokenizer(name: str, *, pack: bool, eos_id: int | None = None) -> T
         raise ValueError(f"tokenizer {name!r} has no eos token, which --pack writes between documents; pass --eos_id")
     if eos is not None and not 0 <= eos < vocab:
         raise ValueError(f"eos id {eos} is outside the {vocab}-token vocabulary of {name!r}")
+    if pack and eos is not None:
+        _check_unforgeable(name, tokenizer, eos)
     return TokenizerInfo(
         name=name, fingerprint=tokenizer.fingerprint(), vocab_size=vocab, eos_id=eos if pack else None, bos_id=bos
     )
+
+
+def _check_unforgeable(name: str, tokenizer: Any, eos: int) -> None:
+    """Refuses an eos id that a document's text can encode to: each one would cut its document in two."""
+    if name == "byte":
+        if eos < 256:
+            raise ValueError(
+                f"eos id {eos} is a byte value, which any text holding that byte encodes to, cutting its document "
+                f"there; byte corpora end documents with {BYTE_EOS}, above every byte: leave --eos_id out"
+            )
+        return
+    added = getattr(tokenizer.tokenizer, "added_tokens_decoder", {})
+    if not getattr(added.get(eos), "special", False):
+        raise ValueError(
+            f"eos id {eos} is not a special token of {name!r}, so a document's text can encode to it and be cut "
+            "in two there; pass an --eos_id of one of its special tokens, or add one to the tokenizer"
+        )
 
 
 def _encoder(info: TokenizerInfo) -> Callable[[list[str]], Sequence[Sequence[int]]]:
@@ -88,6 +111,9 @@ def _encoder(info: TokenizerInfo) -> Callable[[list[str]], Sequence[Sequence[int
     # dict building. That call turns truncation and padding off first, and so does this, for the same ids.
     backend.no_truncation()
     backend.no_padding()
+    # A special token's text inside a document is text: matched as a token, "<|endoftext|>" quoted in a
+    # page would become the eos id and cut its document in two (transformers' split_special_tokens).
+    backend.encode_special_tokens = True
     return lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
 
 
@@ -152,10 +178,16 @@ class _EncodeBatch(beam.DoFn):
     def process(self, batch: Sequence[tuple[Key, str]]) -> Iterator[TokenBatch]:
         encoded = self.encode([text for _, text in batch])
         tail = () if self.info.eos_id is None else (self.info.eos_id,)
-        ends = np.cumsum([len(ids) + len(tail) for ids in encoded], dtype=np.int64)
+        # A document the tokenizer made no token of gets no eos either: it stays of length 0, which the layout
+        # drops as no_tokens, packed or not, rather than writing a document of the eos alone.
+        ends = np.cumsum([len(ids) + len(tail) if len(ids) else 0 for ids in encoded], dtype=np.int64)
         total = int(ends[-1]) if len(ends) else 0
-        flat = itertools.chain.from_iterable(itertools.chain(ids, tail) for ids in encoded)
+        flat = itertools.chain.from_iterable(itertools.chain(ids, tail) for ids in encoded if len(ids))
         ids = np.fromiter(flat, dtype=self.info.dtype, count=total)
+        if tail and np.count_nonzero(ids == tail[0]) != sum(1 for ids in encoded if len(ids)):
+            # Only the eos written after each document may be one: another would forge a boundary.
+            inside = next(key for (key, _), ids in zip(batch, encoded, strict=True) if tail[0] in ids)
+            raise RuntimeError(f"document {inside} (file index, row) encodes to the eos id {tail[0]} in its text")
         yield TokenBatch(keys=[(file, row) for (file, row), _ in batch], ends=ends, ids=ids)
         self.documents.inc(len(batch))
         self.tokens.inc(total)

@@ -6,7 +6,8 @@ holds is therefore its eos ids, counted the way the reader cuts documents (dew.d
 a document runs through its eos, and a tail after the last eos is a document too).
 
 Which rule holds depends on what text can encode to. A tokenizer with the eos among its added tokens
-(GPT-2's `<|endoftext|>`, say) turns that literal string inside a document into the eos id, so a shard can
+(GPT-2's `<|endoftext|>`, say) turns that literal string inside a document into the eos id, as the tokenize
+job did before it encoded special tokens' text as text, so a shard written then (or by another tool) can
 hold more eos ids than documents: meta.json's count must then be at most the shard's. dew's byte
 tokenizer encodes text to ids 0..255, so with its eos above them (256, its own) no text can make one,
 and the counts must be equal. A corpus written without an eos keeps no boundaries, and has none to count.
