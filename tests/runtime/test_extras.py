@@ -99,3 +99,25 @@ def test_loading_transformers_through_dew_does_not_advise_installing_pytorch() -
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert "PyTorch" not in done.stderr, done.stderr
     assert done.stdout.strip() == "False"  # the user's own environment is left as it was
+
+
+def test_a_stack_another_thread_is_still_importing_is_waited_for(tmp_path: Path, monkeypatch) -> None:
+    """Decode threads ask for cv2 at once on a stream's first batch: one that found it in sys.modules
+    while another thread was still importing it got the module half made ("partially initialized
+    module 'cv2' has no attribute 'INTER_AREA'"). It waits for the import, as import_module does."""
+    import threading
+    import time
+
+    (tmp_path / "slow_stack.py").write_text("import time\ntime.sleep(0.5)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_stack", raising=False)
+    first = threading.Thread(target=require, args=("slow_stack",), kwargs={"for_what": "a test", "extra": "x"})
+    first.start()
+    deadline = time.monotonic() + 10
+    while "slow_stack" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert "slow_stack" in sys.modules, "the first thread began importing it"
+    second = require("slow_stack", for_what="a test", extra="x")
+    whole = getattr(second, "DONE", False)  # now: the module object is the same one, finished later
+    first.join(10)
+    assert whole, "the second thread got the module before its import ended"

@@ -33,8 +33,11 @@ def require(module: str, *, for_what: str, extra: str | None = None) -> ModuleTy
     `streaming`); by default the module's own extra. A module that is installed but fails on a missing
     dependency of its own keeps its own error: that is not ours to name.
     """
-    loaded = sys.modules.get(module)  # asked on every image decoded: the lookups below cost ~80 µs
-    if loaded is not None:
+    # Asked on every image decoded, where the lookups below cost ~80 µs: a module already imported is
+    # returned at once, but not one another thread is still importing (its spec says so), which
+    # import_module waits for and a bare lookup would hand out half made.
+    loaded = sys.modules.get(module)
+    if loaded is not None and not getattr(getattr(loaded, "__spec__", None), "_initializing", False):
         return loaded
     extra = extra or extra_of(module)
     try:
