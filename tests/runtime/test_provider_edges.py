@@ -1,0 +1,43 @@
+"""Provider edges that used to give wrong data quietly: split expressions of a saved dataset, a streamed
+resume over other files, train and validation splits that overlap, empty cells, short grain passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets as hf
+import pytest
+
+from dew.data import DataPartition, HFDatasetSource, HFOptions, load
+from tests.runtime.providers_support import SERIAL, ns, rows, share_batches
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A save_to_disk DatasetDict: train holds n 0..29, test n 100..109."""
+    directory = tmp_path_factory.mktemp("saved")
+    splits = {"train": hf.Dataset.from_list(rows(30)), "test": hf.Dataset.from_list(rows(10, start=100))}
+    hf.DatasetDict(splits).save_to_disk(str(directory))
+    return str(directory)
+
+
+@pytest.mark.parametrize(
+    ("split", "expected"),
+    [
+        ("train[:10]+test", [*range(10), *range(100, 110)]),
+        ("train[:5]+test[:3]", [0, 1, 2, 3, 4, 100, 101, 102]),
+        ("test+train[-2:]", [*range(100, 110), 28, 29]),
+        ("train[10%:20%]", [3, 4, 5]),
+        ("train[:-27]", [0, 1, 2]),
+    ],
+)
+def test_a_saved_dataset_reads_split_expressions_as_load_dataset_does(saved: str, split: str, expected) -> None:
+    source = HFDatasetSource(saved, split)
+    assert [row["n"] for row in source.rows(range(len(source)))] == expected
+
+
+def test_a_bad_split_expression_of_a_saved_dataset_is_named(saved: str) -> None:
+    with pytest.raises(ValueError, match=r"has no split 'train\[:5\]\+validation'; its splits: train, test"):
+        len(HFDatasetSource(saved, "train[:5]+validation"))
+    with pytest.raises(ValueError, match="pct1_dropremainder"):
+        len(HFDatasetSource(saved, "train[:50%](pct1_dropremainder)"))
