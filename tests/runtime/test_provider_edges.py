@@ -9,7 +9,7 @@ import datasets as hf
 import pytest
 
 from dew.data import DataPartition, HFDatasetSource, HFOptions, load
-from tests.runtime.providers_support import SERIAL, ns, rows, share_batches
+from tests.runtime.providers_support import SERIAL, ns, rows, share_batches, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +41,19 @@ def test_a_bad_split_expression_of_a_saved_dataset_is_named(saved: str) -> None:
         len(HFDatasetSource(saved, "train[:5]+validation"))
     with pytest.raises(ValueError, match="pct1_dropremainder"):
         len(HFDatasetSource(saved, "train[:50%](pct1_dropremainder)"))
+
+
+def test_a_streamed_position_is_refused_over_other_files_or_another_revision(tmp_path: Path) -> None:
+    first = write_jsonl(tmp_path / "a", "a", rows(12), files=3)
+    other = write_jsonl(tmp_path / "b", "b", rows(12, start=100), files=3)
+
+    def train(**options):
+        return load("hf/json", batch=4, options=HFOptions(**options), streaming=True, loading=SERIAL).train
+
+    _, state = share_batches(train(data_files=first), DataPartition(), 2)
+    assert state["reads"]["data_files"] == first
+    for changed in ({"data_files": other}, {"data_files": first, "revision": "v2"}, {"data_files": first[:2]}):
+        with pytest.raises(ValueError, match="the saved position reads"):
+            share_batches(train(**changed), DataPartition(), 1, state)
+    resumed, _ = share_batches(train(data_files=list(first)), DataPartition(), 1, state)
+    assert ns(resumed[0]) == ns(share_batches(train(data_files=first), DataPartition(), 3)[0][2])
