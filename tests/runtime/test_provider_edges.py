@@ -8,7 +8,7 @@ from pathlib import Path
 import datasets as hf
 import pytest
 
-from dew.data import DataPartition, HFDatasetSource, HFOptions, load
+from dew.data import DataPartition, HFDatasetSource, HFImages, HFOptions, load
 from tests.runtime.providers_support import SERIAL, ns, rows, share_batches, write_jsonl
 
 
@@ -57,3 +57,31 @@ def test_a_streamed_position_is_refused_over_other_files_or_another_revision(tmp
             share_batches(train(**changed), DataPartition(), 1, state)
     resumed, _ = share_batches(train(data_files=list(first)), DataPartition(), 1, state)
     assert ns(resumed[0]) == ns(share_batches(train(data_files=first), DataPartition(), 3)[0][2])
+
+
+@pytest.mark.parametrize(
+    ("split", "val_split"),
+    [
+        ("train", "train"),
+        ("train", "train[90%:]"),
+        ("train[:60%]", "train[50%:]"),
+        ("train[:20]", "train[10:15]"),
+        ("train[:10]+test", "test[:2]"),
+    ],
+)
+def test_a_validation_split_overlapping_the_training_split_is_refused(saved: str, split: str, val_split: str) -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        load(f"hf/{saved}", batch=2, split=split, val_split=val_split, loading=SERIAL)
+    with pytest.raises(ValueError, match="overlap"):
+        HFImages(name=saved, split=split, val_split=val_split)
+
+
+@pytest.mark.parametrize(
+    ("split", "val_split"),
+    [("train", "test"), ("train[:60%]", "train[60%:]"), ("train[:20]", "train[20:]"), ("train[:90%]", "train[-3:]")],
+)
+def test_disjoint_splits_hold_out_what_training_does_not_read(saved: str, split: str, val_split: str) -> None:
+    data = load(f"hf/{saved}", batch=2, split=split, val_split=val_split, loading=SERIAL)
+    trained, _ = share_batches(data.train, DataPartition(), data.steps_per_epoch)
+    held = [n for batch in data.val(DataPartition()) for n in ns(batch)]
+    assert held and not set(held) & {n for batch in trained for n in ns(batch)}
