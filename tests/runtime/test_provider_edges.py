@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import datasets as hf
+import numpy as np
 import pytest
 
 from dew.data import DataPartition, HFDatasetSource, HFImages, HFOptions, load
@@ -85,3 +86,27 @@ def test_disjoint_splits_hold_out_what_training_does_not_read(saved: str, split:
     trained, _ = share_batches(data.train, DataPartition(), data.steps_per_epoch)
     held = [n for batch in data.val(DataPartition()) for n in ns(batch)]
     assert held and not set(held) & {n for batch in trained for n in ns(batch)}
+
+
+@pytest.mark.parametrize("column", [[0, 1, None, 3], [None, "b", "c", "d"], ["a", "b", None, "d"]])
+def test_an_empty_cell_is_named_not_batched_as_an_object_array(column) -> None:
+    table = hf.Dataset.from_dict({"x": column, "n": [0, 1, 2, 3]})
+    empty = column.index(None)
+    with pytest.raises(ValueError, match=rf"column 'x' of .* is empty \(None\) in record {empty}; a preprocess hook"):
+        HFDatasetSource(dataset=table).read_batch(np.arange(4))
+    with pytest.raises(ValueError, match=rf"column 'x' of .* is empty \(None\) in record {empty}"):
+        HFDatasetSource(dataset=table, preprocess=same).read_batch(np.arange(4))
+
+
+def test_a_hook_fills_an_empty_cell() -> None:
+    table = hf.Dataset.from_dict({"x": [0, 1, None, 3], "n": [0, 1, 2, 3]})
+    batch = HFDatasetSource(dataset=table, preprocess=fill).read_batch(np.arange(4))
+    assert batch["x"].tolist() == [0, 1, -1, 3] and batch["x"].dtype == np.int64
+
+
+def same(record):
+    return record
+
+
+def fill(record):
+    return {**record, "x": -1 if record["x"] is None else record["x"]}
