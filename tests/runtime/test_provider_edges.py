@@ -9,7 +9,7 @@ import datasets as hf
 import numpy as np
 import pytest
 
-from dew.data import DataPartition, HFDatasetSource, HFImages, HFOptions, load
+from dew.data import DataPartition, Dataset, HFDatasetSource, HFImages, HFOptions, load
 from tests.runtime.providers_support import SERIAL, ns, rows, share_batches, write_jsonl
 
 
@@ -110,3 +110,15 @@ def same(record):
 
 def fill(record):
     return {**record, "x": -1 if record["x"] is None else record["x"]}
+
+
+def test_a_grain_validation_pass_shorter_than_a_batch_or_endless_is_refused() -> None:
+    import grain
+
+    rows_of = grain.MapDataset.range(12).map(lambda i: {"n": i})
+    with pytest.raises(ValueError, match="validation pipeline holds 3 records, fewer than one global batch of 4"):
+        Dataset.from_grain(rows_of, batch=4, validation=rows_of.slice(slice(0, 3)), loading=SERIAL)
+    with pytest.raises(ValueError, match="validation pipeline repeats for ever"):
+        Dataset.from_grain(rows_of, batch=4, validation=rows_of.repeat(), loading=SERIAL)
+    data = Dataset.from_grain(rows_of, batch=4, validation=rows_of.slice(slice(0, 9)), loading=SERIAL)
+    assert [ns(batch) for batch in data.val(DataPartition())] == [[0, 1, 2, 3], [4, 5, 6, 7]]
