@@ -91,6 +91,7 @@ def test_the_position_says_whose_it_is_and_where_it_resumes(options: HFOptions) 
         "shuffle_buffer": 4,
         "seed": 0,
         "preprocess": None,
+        "data_files": {split: list(files) for split, files in options.data_files.items()},
     }
     with pytest.raises(ValueError, match="belongs to share 1 of 2, this reader is share 0 of 2"):
         share_batches(data.train, DataPartition(index=0, count=2), 1, state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
@@ -199,6 +200,13 @@ def _grain_reader(ds: Any, batch: int, loading: Loading, *, endless: bool) -> Re
     if isinstance(ds, grain.MapDataset):
         if endless:
             return GlobalReader(_InOrder(ds, seed=0), Schedule.flat(batch), loading)
+        if len(ds) >= sys.maxsize:  # what grain's repeat() reports: a pass that never ends
+            raise ValueError("the validation pipeline repeats for ever; hand over one pass, before its repeat()")
+        if len(ds) < batch:  # an empty pass would leave the run unvalidated without a word
+            raise ValueError(
+                f"the validation pipeline holds {len(ds)} records, fewer than one global batch of {batch}; lower "
+                "the batch or hold out more"
+            )
         return GlobalReader(OnePass(ds), Schedule.flat(batch), loading, steps=len(ds) // batch)
     if callable(ds):
         return ShareReader(ds, batch, loading, {"grain": getattr(ds, "__qualname__", type(ds).__name__)})

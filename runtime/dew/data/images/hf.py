@@ -11,6 +11,7 @@ from dew.data.committed_records import WHERE
 from dew.data.images.base import ImageDataset, Opened
 from dew.data.providers.hf_options import HFOptions
 from dew.data.providers.hf_source import HFDatasetSource
+from dew.data.providers.splits import overlap
 from dew.data.records import BatchRecords
 from dew.data.registry import datasets
 
@@ -104,6 +105,14 @@ class HFImages(ImageDataset):
     image_column: str = "image"
     caption_column: str | None = None
     options: HFOptions = dataclasses.field(default_factory=HFOptions)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.val_split is not None and (shared := overlap(self.split, self.val_split)) is not None:
+            raise ValueError(
+                f"HFImages.val_split {self.val_split!r} holds images that split {self.split!r} trains on ({shared}): "
+                "training and validation would overlap; hold out a slice training does not read"
+            )
 
     def open(self, batch: int) -> Opened:
         if self.name is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dew.data import validate
 from dew.data.dataset import Dataset
 from dew.data.providers.hooks import Preprocess, hook_name
+from dew.data.providers.splits import overlap
 from dew.data.records import Records
 from dew.data.registry import datasets
 from dew.data.spec import IndexedSpec, Tokenize
@@ -54,6 +55,12 @@ class ProviderSpec(IndexedSpec):
             value = getattr(self, field)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{kind}.{field} must be a split name, got {value!r}")
+        if self.val_split is not None and (shared := overlap(self.split, self.val_split)) is not None:
+            raise ValueError(
+                f"{kind}.val_split {self.val_split!r} holds records that split {self.split!r} trains on ({shared}): "
+                "training and validation would overlap; hold out a slice training does not read "
+                "(split='train[:90%]', val_split='train[90%:]')"
+            )
         validate.fields(self, optional=("records",))
         if self.preprocess is not None:
             object.__setattr__(self, "preprocess", hook_name(self.preprocess))

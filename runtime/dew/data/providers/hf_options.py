@@ -138,18 +138,27 @@ class HFOptions:
         datasets = require("datasets", for_what=f"hf dataset {path!r}")
 
         loaded = datasets.load_from_disk(path, keep_in_memory=self.keep_in_memory, storage_options=self.storage_options)
-        base = split.split("[", 1)[0]
-        if isinstance(loaded, datasets.DatasetDict):
-            if base not in loaded:
-                raise ValueError(
-                    f"{path} (saved with save_to_disk) has no split {split!r}; its splits: {', '.join(loaded)}"
-                )
-            loaded = loaded[base]
-        elif base != str(loaded.split or "train"):
-            raise ValueError(f"{path} holds one saved split, {str(loaded.split or 'train')!r}, not {split!r}")
-        if base != split:  # a slice such as train[:10%], read as load_dataset reads one
-            loaded = loaded.select(range(len(loaded))[_slice(split, len(loaded))])
-        return loaded.to_iterable_dataset() if streaming else loaded
+        several = isinstance(loaded, datasets.DatasetDict)
+        splits = dict(loaded) if several else {str(loaded.split or "train"): loaded}
+        chosen = splits[split] if split in splits else _expression(split, splits, path, several=several)
+        return chosen.to_iterable_dataset() if streaming else chosen
+
+
+def _expression(split: str, splits: Mapping[str, Any], path: str, *, several: bool) -> Any:
+    """A split expression ("train[:10%]", "train[:5]+test") over saved splits, read as load_dataset reads
+    one: datasets' own ReadInstruction parses it and places every bound, so the rows are the same."""
+    import datasets
+
+    try:
+        parts = datasets.ReadInstruction.from_spec(split).to_absolute({name: len(d) for name, d in splits.items()})
+    except (ValueError, AssertionError) as error:
+        if several:
+            raise ValueError(
+                f"{path} (saved with save_to_disk) has no split {split!r}; its splits: {', '.join(splits)} ({error})"
+            ) from None
+        raise ValueError(f"{path} holds one saved split, {next(iter(splits))!r}, not {split!r} ({error})") from None
+    pieces = [splits[part.splitname].select(range(part.from_, part.to)) for part in parts]
+    return pieces[0] if len(pieces) == 1 else datasets.concatenate_datasets(pieces)
 
 
 def saved_to_disk(path: str, storage_options: Mapping[str, Any] | None = None) -> bool:
@@ -174,19 +183,3 @@ def _files(value: Any, where: str) -> str | tuple[str, ...]:
     if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise TypeError(f"HFOptions.{where} is a path or a list of paths, got {value!r}")
-
-
-def _slice(split: str, size: int) -> slice:
-    """train[a:b] or train[a%:b%] as a slice of `size` rows."""
-    inner = split[split.index("[") + 1 : split.rindex("]")]
-    start, _, stop = inner.partition(":")
-
-    def bound(text: str) -> int | None:
-        text = text.strip()
-        if not text:
-            return None
-        if text.endswith("%"):
-            return round(size * int(text[:-1]) / 100)
-        return int(text)
-
-    return slice(bound(start), bound(stop))

@@ -111,9 +111,10 @@ class HFDatasetSource:
 
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         """The batch of `indices` in one Arrow take; rows are built only when a hook has to see them."""
+        checked = self._check([int(i) for i in indices])
         if self._hooked is not None:
-            return collate_rows(self.rows(indices), self.label)
-        return collate_columns(self.table()[self._check([int(i) for i in indices])], self.label)
+            return collate_rows(self.rows(checked), self.label, checked)
+        return collate_columns(self.table()[checked], self.label, checked)
 
     def _check(self, indices: list[int]) -> list[int]:
         size = len(self.table())

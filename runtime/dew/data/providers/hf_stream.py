@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import grain
@@ -57,7 +58,30 @@ class _Plan:
             "shuffle_buffer": self.shuffle_buffer,
             "seed": self.seed if self.shuffle_buffer else None,
             "preprocess": None if self.preprocess is None else str(self.preprocess),
+            **_rows_decided_by(self.options),
         }
+
+
+def _rows_decided_by(options: HFOptions) -> dict[str, Any]:
+    """The options that decide which rows a split holds, those set, in JSON form.
+
+    A streamed split has no fingerprint, so its saved position names these beside the dataset's name:
+    another file list, data directory, revision or schema is another stream. Where the library keeps its
+    cache, the token and the like change no row and are left out.
+    """
+    out: dict[str, Any] = {}
+    for name in ("data_dir", "data_files", "revision", "features"):
+        value = getattr(options, name)
+        if value is None:
+            continue
+        if name == "features":
+            value = value.to_dict() if hasattr(value, "to_dict") else str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+        out[name] = value
+    return out
 
 
 class _StreamedShare(grain.IterDataset):

@@ -104,12 +104,25 @@ class Hooked:
         return out
 
 
-def collate_columns(columns: Mapping[str, Sequence[Any]], where: str) -> dict[str, Any]:
-    """A batch from column-major data (what Arrow hands back), naming a column whose rows do not stack."""
+def collate_columns(
+    columns: Mapping[str, Sequence[Any]], where: str, indices: Sequence[Any] | None = None
+) -> dict[str, Any]:
+    """A batch from column-major data (what Arrow hands back), naming a column whose rows do not stack.
+
+    An empty cell (None) is refused with its record: stacked, it would make the column an array of
+    Python objects, or a list of text holding None, which fails only later and far from its row.
+    """
     out = {}
     for name, values in columns.items():
+        values = list(values)
+        empty = next((n for n, v in enumerate(values) if v is None), None)
+        if empty is not None:
+            at = f"record {indices[empty]}" if indices is not None else f"row {empty} of a batch"
+            raise ValueError(
+                f"column {name!r} of {where} is empty (None) in {at}; a preprocess hook can fill it or drop the column"
+            )
         try:
-            out[name] = collate(list(values))
+            out[name] = collate(values)
         except ValueError as error:
             shapes = sorted({np.shape(v) for v in values})
             raise ValueError(
@@ -119,7 +132,9 @@ def collate_columns(columns: Mapping[str, Sequence[Any]], where: str) -> dict[st
     return out
 
 
-def collate_rows(records: Sequence[Mapping[str, Any]], where: str) -> dict[str, Any]:
+def collate_rows(
+    records: Sequence[Mapping[str, Any]], where: str, indices: Sequence[Any] | None = None
+) -> dict[str, Any]:
     """A batch from row dicts, through the same per-column rule as collate_columns."""
     if not records:
         raise ValueError(f"cannot collate an empty batch of {where}")
@@ -129,4 +144,4 @@ def collate_rows(records: Sequence[Mapping[str, Any]], where: str) -> dict[str, 
             raise ValueError(
                 f"row {n} of a batch of {where} has columns {sorted(record)}, unlike row 0's {sorted(keys)}"
             )
-    return collate_columns({k: [r[k] for r in records] for k in keys}, where)
+    return collate_columns({k: [r[k] for r in records] for k in keys}, where, indices)

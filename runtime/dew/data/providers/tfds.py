@@ -188,7 +188,7 @@ class TFDSRecords:
         return records if self._hooked is None else self._hooked.apply(records, indices)
 
     def read_batch(self, indices: np.ndarray) -> Any:
-        return collate_rows(self.rows(indices), self.label)
+        return collate_rows(self.rows(indices), self.label, [int(i) for i in indices])
 
     def describe(self) -> dict[str, Any]:
         splits = {s["name"]: s for s in self._info.get("splits", [])}
