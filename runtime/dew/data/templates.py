@@ -130,6 +130,21 @@ class ChatTemplate:
             )
         # None leaves enable_thinking undefined, so the template's own default applies.
         self.switches = {} if thinking is None else {"enable_thinking": thinking}
+        # The rendering is tokenized whole, so a special token's text inside a message would become the
+        # special token itself: a user could forge a turn boundary, an assistant reply would end mid-way.
+        self.specials = sorted({token.content for token in hf.added_tokens_decoder.values() if token.special})
+
+    def check_text(self, messages: list[dict[str, Any]], where: str) -> None:
+        """Refuses a message whose text holds a special token, which rendering would turn into markup."""
+        for j, message in enumerate(messages):
+            content = message.get("content")
+            found = [token for token in self.specials if isinstance(content, str) and token in content]
+            if found:
+                raise ValueError(
+                    f"{where}: message {j} ({message['role']}) holds {found[0]!r}, a special token of "
+                    f"{self.name!r}; tokenized with the rendering it would be that token, not text, and could "
+                    "forge the template's markers (a turn boundary); remove or escape it"
+                )
 
     def render(self, messages: list[dict[str, Any]], tools: list | None, *, prompt: bool, where: str) -> str:
         try:
@@ -145,10 +160,10 @@ class ChatTemplate:
 
     def prompts(self, conversations: Sequence[list], tools: Sequence[list | None], wheres: Sequence[str]) -> list:
         """Token ids of each conversation followed by the generation header: what a policy continues."""
-        texts = [
-            self.render(messages, tool, prompt=True, where=where)
-            for messages, tool, where in zip(conversations, tools, wheres, strict=True)
-        ]
+        texts = []
+        for messages, tool, where in zip(conversations, tools, wheres, strict=True):
+            self.check_text(messages, where)
+            texts.append(self.render(messages, tool, prompt=True, where=where))
         return self.encode(texts)
 
     def conversations(
@@ -157,6 +172,7 @@ class ChatTemplate:
         """Each whole conversation as tokens, with the message behind each token and the assistant's marks."""
         texts, charmaps = [], []
         for messages, tool, where in zip(conversations, tools, wheres, strict=True):
+            self.check_text(messages, where)
             text, message, completion = self._spans(messages, tool, where)
             texts.append(text)
             charmaps.append((message, completion))
