@@ -244,3 +244,22 @@ def test_special_tokens_in_message_text_are_refused(chat_tokenizer: str, message
     table = [{"messages": conversation(1)}, {"messages": forged}]
     with pytest.raises(ValueError, match=rf"record 1: message 2 \({message['role']}\) holds '{re.escape(token)}'"):
         ChatMessages(tokenizer=chat_tokenizer, records=records(table)).load(batch=1)
+
+
+@pytest.mark.parametrize("reply", ["   Hello.", "\n\n\nHello.", "  \n x", " Hi", "\t\tTabbed."])
+def test_a_token_merged_across_the_header_is_the_assistants(chat_tokenizer: str, reply: str) -> None:  # noqa: F811
+    """Leading whitespace merges with the header's newline into one token ('\\n  '); it holds the
+    assistant's text, so it is marked, as HF's generation markers mark it."""
+    messages = [{"role": "user", "content": "Hi  there"}, {"role": "assistant", "content": reply}]
+    window = windows(chat_tokenizer, [{"messages": messages}], seq_len=100)[0]
+    marked = tokenizer_for(chat_tokenizer).tokenizer
+    marked.chat_template = MARKED
+    want = marked.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    length = len(want["input_ids"])
+    np.testing.assert_array_equal(window["text"][:length], want["input_ids"])
+    np.testing.assert_array_equal(window[MASK_KEY][:length], want["assistant_masks"])
+    # Independently: a token is marked exactly when its characters reach past the assistant's header.
+    text = marked.apply_chat_template(messages, tokenize=False)
+    reply_at = text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
+    spans = marked(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    assert window[MASK_KEY][:length].tolist() == [int(end > reply_at) for _, end in spans]

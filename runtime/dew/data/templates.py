@@ -6,8 +6,9 @@ to know which message wrote each token and which tokens are the assistant's. Tem
 rendering of the first i messages must begin the rendering of the whole conversation, which makes its
 length the character where message i starts; an assistant message's own text starts where the prompt
 for it (the first i messages plus the generation header) stops agreeing with the whole rendering.
-Characters map to tokens through the fast tokenizer's offsets, so a BPE merge across a boundary cannot
-shift a span.
+Characters map to tokens through the fast tokenizer's offsets: a token belongs to the message its first
+character does, and is the assistant's to predict if it holds any of the assistant's text, so a BPE merge
+across a boundary cannot shift a span.
 """
 
 from __future__ import annotations
@@ -181,8 +182,14 @@ class ChatTemplate:
         for ids, offsets, (message, completion) in zip(
             encoded["input_ids"], encoded["offset_mapping"], charmaps, strict=True
         ):
-            starts = np.minimum(np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0], len(message) - 1)
-            out.append(Rendered(np.asarray(ids, dtype=np.int32), message[starts], completion[starts]))
+            spans = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+            starts = np.minimum(spans[:, 0], len(message) - 1)
+            # A token that holds any of the assistant's text is the assistant's to predict, even where a
+            # merge joined it to the header before (assistant\n plus leading spaces is one token).
+            ends = np.clip(spans[:, 1], starts + 1, len(message))
+            marked = np.concatenate([[0], np.cumsum(completion)])
+            owned = (marked[ends] > marked[starts]).astype(np.int32)
+            out.append(Rendered(np.asarray(ids, dtype=np.int32), message[starts], owned))
         return out
 
     def _spans(self, messages: list, tools: list | None, where: str) -> tuple[str, np.ndarray, np.ndarray]:
