@@ -263,3 +263,30 @@ def test_a_token_merged_across_the_header_is_the_assistants(chat_tokenizer: str,
     reply_at = text.rindex("<|im_start|>assistant\n") + len("<|im_start|>assistant\n")
     spans = marked(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     assert window[MASK_KEY][:length].tolist() == [int(end > reply_at) for _, end in spans]
+
+
+@given(seq_len=st.integers(4, 40), bins=st.integers(1, 3))
+@settings(max_examples=15, deadline=None)
+def test_a_cut_conversation_never_marks_a_token_across_its_segment(chat_tokenizer: str, seq_len, bins) -> None:  # noqa: F811
+    """Long replies are cut mid-reply; each piece's marks are the whole conversation's (HF's generation
+    markers on the marked template), except its first token, predicted from nothing of its own segment."""
+    table = [{"messages": conversation(i)} for i in (3, 6, 9)]  # replies of many words
+    source = windows(chat_tokenizer, table, seq_len=seq_len, bins=bins)
+    marked = tokenizer_for(chat_tokenizer).tokenizer
+    marked.chat_template = MARKED
+    wants = [
+        marked.apply_chat_template(row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        for row in table
+    ]
+    batch = source.read_batch(np.arange(len(source)))
+    plan = source.plan
+    for w in range(len(source)):
+        mask, segments = batch[MASK_KEY][w], batch["text_segment_ids"][w]
+        # Predicting token c from token c - 1: every marked target's context is of its own segment.
+        assert (segments[np.flatnonzero(mask[1:]) + 1] == segments[np.flatnonzero(mask[1:])]).all()
+        assert mask[0] == 0
+        for rank, p in enumerate(range(plan.offsets[w], plan.offsets[w + 1]), start=1):
+            start, length = int(plan.starts[p]), int(plan.lengths[p])
+            want = list(wants[int(plan.documents[p])]["assistant_masks"][start : start + length])
+            want[0] = 0
+            assert mask[segments == rank].tolist() == want

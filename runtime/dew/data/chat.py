@@ -87,11 +87,15 @@ class ChatWindows(BatchRecords):
     def read_batch(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         batch = packed_batch(self.plan, np.asarray(indices, dtype=np.int64), positions="document")
         starts = self.ids.offsets
+        mask = batch.gather(self.completion.values, starts)
+        # Nothing of its conversation precedes a piece's first token in the window: predicted one token
+        # on, it would be predicted from another conversation's last token (or a cut one's, mid-reply).
+        mask[batch.rows, batch.columns] = 0
         return {
             "text": batch.gather(self.ids.values, starts, fill=self.pad_id),
             "text_segment_ids": batch.segment_ids,
             "text_positions": batch.positions,
-            MASK_KEY: batch.gather(self.completion.values, starts),
+            MASK_KEY: mask,
             "roles": batch.gather(self.roles.values, starts),
         }
 
@@ -121,7 +125,8 @@ class ChatMessages(TemplatedSpec):
     window is cut into window-sized pieces whose positions continue. A batch holds int32 [B, seq_len + 1]
     arrays: "text" (ids, pad_id where empty), "text_segment_ids" (1, 2, ... per piece in the window, 0 on
     padding), "text_positions" (the token's place in its conversation), MASK_KEY (1 on the assistant's own
-    text and end marker, 0 on headers, other roles and padding) and "roles" (a Role per token).
+    text and end marker, 0 on headers, other roles and padding, and 0 on each piece's first token, which
+    nothing of its conversation precedes in the window) and "roles" (a Role per token).
 
     The assistant marks come from rendering prefixes of the conversation, so they are right for templates
     without {% generation %} markers; a template that rewrites earlier turns when more follow is refused by
