@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -133,16 +134,23 @@ class ChatTemplate:
         self.switches = {} if thinking is None else {"enable_thinking": thinking}
         # The rendering is tokenized whole, so a special token's text inside a message would become the
         # special token itself: a user could forge a turn boundary, an assistant reply would end mid-way.
-        self.specials = sorted({token.content for token in hf.added_tokens_decoder.values() if token.special})
+        # One pattern of them all, longest first: a message is searched once, not once a special token
+        # (a tokenizer may have hundreds of them), on every record read.
+        specials = sorted(
+            {t.content for t in hf.added_tokens_decoder.values() if t.special}, key=lambda t: (-len(t), t)
+        )
+        self.specials = re.compile("|".join(map(re.escape, specials))) if specials else None
 
     def check_text(self, messages: list[dict[str, Any]], where: str) -> None:
         """Refuses a message whose text holds a special token, which rendering would turn into markup."""
+        if self.specials is None:
+            return
         for j, message in enumerate(messages):
             content = message.get("content")
-            found = [token for token in self.specials if isinstance(content, str) and token in content]
-            if found:
+            found = self.specials.search(content) if isinstance(content, str) else None
+            if found is not None:
                 raise ValueError(
-                    f"{where}: message {j} ({message['role']}) holds {found[0]!r}, a special token of "
+                    f"{where}: message {j} ({message['role']}) holds {found.group()!r}, a special token of "
                     f"{self.name!r}; tokenized with the rendering it would be that token, not text, and could "
                     "forge the template's markers (a turn boundary); remove or escape it"
                 )
