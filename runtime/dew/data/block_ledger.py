@@ -4,10 +4,10 @@ counts is disk past $DEW_CACHE_BYTES, so the ledger's own loss is handled here:
 
 - A thread's connection is made again when the ledger file is no longer the one it opened (deleted by a
   cleanup of the cache directory, or replaced below): one stat a use.
-- The process that creates a ledger punches out every mirror under the blocks directory, and drops the
-  journals, in the transaction that creates it, before any store can write: what a lost ledger counted
-  is never left on disk uncounted. (A reader with a mirror open reads zeros there, which fail its
-  checks, and fetches again.)
+- The process that creates a ledger removes every mirror under the blocks directory and its directory
+  (punching its blocks out first), and drops the journals, in the transaction that creates it, before
+  any store can write: what a lost ledger counted is never left on disk uncounted. (A reader with a
+  mirror open reads zeros there, which fail its checks, and fetches again.)
 - A ledger sqlite cannot read (SQLITE_CORRUPT, SQLITE_NOTADB: a disk error, a file cut short) is
   removed, by one process at a time under a lock file and only while it is still the file found
   unreadable, and the work is done again on a new one: a damaged ledger costs the host its cached
