@@ -266,7 +266,7 @@ def _c4_planted() -> tuple[list[bytes], dict[int, str]]:
             edited.append(text)  # pydoc wraps lines mid-sentence: C4 drops the wrapped ones
             if filter_text(kept, config) == (kept, None):
                 whole.append(kept)  # one sentence a line: C4 keeps every line, and nothing else edits it
-    assert len(whole) >= 8 and len(edited) >= 8
+    assert len(whole) >= 11 and len(edited) >= 8
     planted = ["click here to subscribe", "Please enable JavaScript to view this page.", "Read more."]
     texts: list[str] = []
     for i, text in enumerate(whole[:8]):
@@ -274,7 +274,9 @@ def _c4_planted() -> tuple[list[bytes], dict[int, str]]:
         lines.insert(i % len(lines), planted[i % 3])
         texts += ["\n".join(lines)] + ([text] if i % 2 else [])  # with its edited copy: one exact duplicate
     lorem = "Lorem ipsum dolor sit amet, consectetur adipiscing elit."
-    texts += [*edited[:8], f"{whole[9]}\n{lorem}", whole[8] + "\n{ not prose }."]
+    # whole[10] alone, C4 keeps whole: an unedited kept document whatever copy of each pair above is kept
+    # (which one is, the ids decide, and they hash the input's path: the test's temporary directory).
+    texts += [*edited[:8], f"{whole[9]}\n{lorem}", whole[8] + "\n{ not prose }.", whole[10]]
     rows = [json.dumps({"text": t}).encode() for t in texts]
     hostile = [b"{not json", b'{"body": "no text field"}', b'{"text": ""}', b'{"text": "caf\xe9 au lait"}']
     for at, row in zip((1, 5, 9, 13), hostile, strict=True):
