@@ -10,10 +10,11 @@ import threading
 import numpy as np
 import pytest
 
-from dew.data import DataPartition, Loading, block_sums, datasets, ranges
+from dew.data import DataPartition, Loading, block_sums, datasets, ranges, remote
 from dew.data.tokens.token_bytes import TokenBytes
 from dew.data.tokens.windows import TokenWindowSource
 from tests.conftest import BUCKET
+from tests.gcs_faults import Fault
 from tests.hang_guard import bounded
 from tests.runtime.token_support import documents, write_corpus
 from tests.support import assert_batches_equal, gcs_filesystem, read_global
@@ -130,8 +131,8 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
     batches."""
     monkeypatch.setenv("DEW_GCS_REQUESTS", "2")
     monkeypatch.setattr(ranges, "_POOL", None)  # a pool of 2 for this test
-    # Close waits out the requests in flight, 2 at 1 s each; late in a full run the session's emulator,
-    # holding every object the suite uploaded, can answer slowly, so close is given 15 s for them.
+    # Close aborts the 2 requests in flight; 15 s, not 5, is a margin for a loaded machine late in a full
+    # run, where the session's emulator holds every object the suite uploaded.
     # With Closing.close's cancelling made a no-op this test fails: close does not end in 15 s (nor in
     # 90 s, tried), and the queued fetches reach the server after it.
     monkeypatch.setattr(Loading, "stop_seconds", property(lambda self: 15.0))
@@ -186,4 +187,49 @@ def test_closing_a_deep_read_ahead_turns_away_its_queued_requests(gcs_faults, ca
         assert_batches_equal(expected[:1], [first])
         assert_batches_equal(expected, warm)
         again, _ = read_global(train(uri, 64 * batch).load(batch=batch).train, 1, 6)
+    assert_batches_equal(expected, again)
+
+
+@pytest.mark.parametrize("server", ["silent", "throttling"])
+def test_closing_a_stream_aborts_the_requests_a_server_holds(gcs_faults, cache, tmp_path, monkeypatch, server) -> None:
+    """A server that stops answering holds a read-ahead's requests in flight; one that answers 429 with
+    Retry-After: 120 holds their retries asleep. Close shuts the sockets down and wakes the sleepers: it
+    returns, where it used to raise "a read ... still running 5 s after close", and no request is
+    retried after it. A stream opened afterwards reads the local copy's batches on new connections."""
+    monkeypatch.setattr(ranges, "_POOL", None)
+    local = write_corpus(
+        str(tmp_path / "silent"), {"train": documents(2000, seed=5, longest=400)}, shards=4, block_bytes=4096
+    )
+    uri = f"gs://{BUCKET}/silent-server"
+    _upload_directory(local, uri)
+    batch = 4
+
+    def train(path: str, read_buffer: int):
+        return datasets.TokenWindows(path=path, seq_len=8, loading=Loading(workers=0, read_buffer=read_buffer))
+
+    expected, _ = read_global(train(local, 1).load(batch=batch).train, 1, 6)
+    block_sums.forget()
+    with bounded(300):
+        warm, _ = read_global(train(uri, 1).load(batch=batch).train, 1, 1)  # step 0 needs no request now
+        stream = train(uri, 16 * batch).load(batch=batch).train(DataPartition(index=0, count=1))
+        if server == "silent":
+            gcs_faults.latency = 120.0  # every request from here on waits 2 minutes for an answer
+        else:
+            gcs_faults.inject(Fault("429", path="silent-server", ranged=True, times=10**6, retry_after="120"))
+        try:
+            before = gcs_faults.count("silent-server")
+            first = next(stream)
+            while gcs_faults.count("silent-server") == before:  # the steps ahead's requests are out
+                threading.Event().wait(0.05)
+            held = gcs_faults.count("silent-server") - before
+        finally:
+            stream.close()  # raised RuntimeError before: its reads waited on the silent server
+        asked = gcs_faults.count("silent-server") - before
+        gcs_faults.latency = 0.0
+        for fault in gcs_faults.pending():
+            fault.times = 0  # the server answers again
+        assert asked <= held + remote.requests_in_flight(), "an aborted request was retried"
+        again, _ = read_global(train(uri, 16 * batch).load(batch=batch).train, 1, 6)
+    assert_batches_equal(expected[:1], warm)
+    assert_batches_equal(expected[:1], [first])
     assert_batches_equal(expected, again)

@@ -228,3 +228,32 @@ def test_an_object_read_whole_fails_within_the_retry_budget_when_dripped(monkeyp
     finally:
         served.stop()
         monkeypatch.setattr(remote, "_SESSION", None)
+
+
+def _stalled_media(head: dict[str, str], lo: int, hi: int) -> Iterator[bytes]:
+    """An object's metadata at once; its bytes half sent, then nothing for 50 s (a socket waits 60), then
+    the rest."""
+    media = bytes(range(256)) * 4
+    if "alt=media" not in head["request-line"]:
+        body = json.dumps({"size": str(len(media)), "generation": "7"}).encode()
+        yield f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        yield body
+        return
+    yield f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len(media)}\r\n\r\n".encode()
+    yield media[:512]
+    time.sleep(50)
+    yield media[512:]
+
+
+def test_an_object_read_whole_fails_within_the_retry_budget_when_its_body_stalls(monkeypatch) -> None:
+    """A body that stops for less than a socket's 60 s wait held the read for the whole stall, whatever was
+    left of DEW_GCS_RETRY_SECONDS (here 1 s): the read failed only 50 s later, past this test's hang guard.
+    Each wait for the body is now cut to the budget left, so the read fails within it, naming the object."""
+    served = _plain_server(monkeypatch, _stalled_media)
+    monkeypatch.setenv("DEW_GCS_RETRY_SECONDS", "1")
+    try:
+        with bounded(30), pytest.raises(OSError, match=rf"{URI}: still failing .*within 1 s"):
+            remote.read_bytes(URI)
+    finally:
+        served.stop()
+        monkeypatch.setattr(remote, "_SESSION", None)

@@ -41,7 +41,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from dew.data import remote, retries, storage_errors
+from dew.data import readahead, remote, retries, storage_errors
 
 _HEAD_LIMIT = 64 << 10
 _ERROR_TEXT = 200
@@ -130,9 +130,10 @@ class Client:
         try:
             if sock is None:
                 sock = self._connect(uri)
-            sock.sendall(request)
-            left = retries.time_left()
-            status, head, body = _answer(sock, lo, hi, None if left is None else time.monotonic() + left)
+            status, head, body = _abortable_answer(sock, request, lo, hi)
+        except readahead.Cancelled:
+            _close(sock)
+            raise
         except _Framing as error:
             _close(sock)
             raise retries.Transient(str(error)) from None
@@ -229,6 +230,21 @@ class Client:
         self.credentials.apply(headers)  # Authorization, and x-goog-user-project where one is set
         self._auth = (self.credentials.token, "".join(f"{k}: {v}\r\n" for k, v in headers.items()))
         return self._auth
+
+
+def _abortable_answer(sock: socket.socket, request: bytes, lo: int, hi: int) -> tuple[int, dict[str, str], Any]:
+    """`request` sent on `sock` and its answer read within the read's retry budget. A close of the stream
+    this read is for shuts the socket down, so a server that stopped answering holds no close: the
+    failure that follows is Cancelled, not retried."""
+    try:
+        with readahead.abortable(sock):
+            sock.sendall(request)
+            left = retries.time_left()
+            return _answer(sock, lo, hi, None if left is None else time.monotonic() + left)
+    except (OSError, http.client.HTTPException, _Framing) as error:
+        if readahead.cancelled():
+            raise readahead.Cancelled("the data iterator that asked for this read was closed") from error
+        raise
 
 
 def _receiving(sock: socket.socket, deadline: float | None, lo: int, hi: int, got: int) -> None:

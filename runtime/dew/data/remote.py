@@ -28,7 +28,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, BinaryIO, TypeVar
 
-from dew.data import reach, retries
+from dew.data import reach, readahead, retries
 from dew.data.extras import require
 from dew.data.retries import Transient, retry_after, retrying
 
@@ -314,27 +314,40 @@ def _json(uri: str, url: str, params: dict[str, str]) -> Any:
         raise Transient(f"unreadable answer: {error}") from error
 
 
+_LATE = "the body was still coming when the retry budget ran out"
+
+
 def _body(response: Any) -> Iterator[bytes]:
     """A streamed answer's body as it arrives, never past the retry budget of the `retrying` it runs in.
 
     The socket's timeout counts silence, not progress: a server sending a byte now and then held a
-    read for as long as it liked. Each read takes what has arrived (at least a byte), so the budget is
-    checked at least once a socket timeout; spent, or the body cut off, it is Transient."""
+    read for as long as it liked. Each read takes what has arrived (at least a byte), its wait cut to
+    what is left of the budget; spent, or the body cut off, it is Transient. A close of the stream this
+    read is for shuts the socket down (readahead.abortable): then it is readahead.Cancelled."""
     import urllib3
 
     raw, got = response.raw, 0
-    while True:
-        left = retries.time_left()
-        if left is not None and left <= 0:
-            raise Transient(f"the body was still coming when the retry budget ran out ({got} bytes came)")
-        try:
-            block = raw.read1(_BLOCK, decode_content=True)  # as requests would: a gzipped answer inflated
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise Transient(f"body cut off after {got} bytes: {error}") from error
-        if not block:
-            return
-        got += len(block)
-        yield block
+    sock = getattr(getattr(raw, "connection", None), "sock", None)  # None once urllib3 has let it go
+    with readahead.abortable(sock):
+        while True:
+            left = retries.time_left()
+            if left is not None and left <= 0:
+                raise Transient(f"{_LATE} ({got} bytes came)")
+            if sock is not None and left is not None and left < _TIMEOUTS[1]:
+                sock.settimeout(left)  # urllib3 sets its own again before the connection's next request
+            try:
+                block = raw.read1(_BLOCK, decode_content=True)  # as requests would: a gzipped answer inflated
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                if readahead.cancelled():
+                    raise readahead.Cancelled("the data iterator that asked for this read was closed") from error
+                left = retries.time_left()
+                if left is not None and left <= 0:  # the wait, cut to the budget's end, ran it out
+                    raise Transient(f"{_LATE} ({got} bytes came)") from error
+                raise Transient(f"body cut off after {got} bytes: {error}") from error
+            if not block:
+                return
+            got += len(block)
+            yield block
 
 
 def _stat(uri: str) -> _Object:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from dew.data import readahead
+
 _T = TypeVar("_T")
 _BUDGET = threading.local()  # the deadline of the `retrying` running in this thread, if any
 DEFAULT_RETRY_SECONDS = 300.0
@@ -82,6 +84,6 @@ def retrying(uri: str, attempt: Callable[[], _T]) -> _T:
                         f"{uri}: still failing after {tries} attempts within {budget:g} s (DEW_GCS_RETRY_SECONDS): "
                         f"{error}"
                     ) from error
-                time.sleep(delay)
+                readahead.pause(delay, time.sleep)  # a close of the stream this read is for ends the wait: Cancelled
     finally:
         _BUDGET.deadline = outer

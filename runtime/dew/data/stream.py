@@ -56,7 +56,8 @@ class _ShareRows:
         self._stopped = False
         self._idle = threading.Condition()
         # Closed by stop(): the requests this stream's running reads queued and that have not started yet
-        # are cancelled (readahead.Cancelled), so stop waits on the ones in flight only.
+        # are cancelled (readahead.Cancelled) and range requests in flight aborted, so a silent server
+        # does not hold stop.
         self._closing = readahead.Closing()
 
     def __getstate__(self) -> dict[str, Any]:
