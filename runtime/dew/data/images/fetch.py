@@ -178,8 +178,7 @@ class Fetcher:
                 host = self._hosts.setdefault(target.origin, _Host(self.policy.per_host))
             # Waiting out the host's backoff and for a turn among its per_host requests is politeness, not the
             # server's slowness: neither is charged to the deadline, so a timeout always means the server's.
-            waited = self._wait_for(host, target.url)
-            waited += self._take_slot(host, target.url)
+            waited = self._turn(host, target.url)
             deadline = deadline + waited if deadline else time.monotonic() + self.timeout
             try:
                 answer = self._exchange(host, target, deadline)
@@ -195,6 +194,17 @@ class Fetcher:
                 raise Dropped(REDIRECT_LOOP, f"redirect back to {target.url}")
             seen.add(target.url)
         raise Dropped(REDIRECT_LOOP, f"more than {self.policy.max_redirects} redirects, the last to {target.url}")
+
+    def _turn(self, host: _Host, url: str) -> float:
+        """Waits for one of the host's slots outside its backoff (the caller releases the slot); the seconds waited.
+        A 429 may come while a fetch waits for its slot: the backoff is looked at again once the slot is held."""
+        waited = 0.0
+        while True:
+            waited += self._wait_for(host, url)
+            waited += self._take_slot(host, url)
+            if host.not_before <= time.monotonic():
+                return waited
+            host.slots.release()
 
     def _wait_for(self, host: _Host, url: str) -> float:
         """Waits out the host's backoff; the seconds waited."""
