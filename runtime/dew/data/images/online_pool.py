@@ -193,8 +193,8 @@ class FetchPool:
             # Held here: a started Process lets go of its args, and the lock must outlive the workers' start.
             self._slots = HostSlots(context, plan.policy.per_host) if self.processes > 1 else None
             for worker in range(self.processes):
-                args = (os.getpid(), plan, worker, self.processes, self.threads, self._out, self._stop, self._counts)
-                args += (self._slots,)
+                shared = (self._out, self._stop, self._counts, self._slots)
+                args = (os.getpid(), plan, worker, self.processes, self.threads, *shared)
                 self._workers.append(
                     context.Process(target=_process_main, args=args, name=f"dew-fetch-{worker}", daemon=True)
                 )
