@@ -42,6 +42,8 @@ KINDS: dict[str, str | None] = {
     "noai": "robots_optout",
     "big": "too_large",
     "stream": "too_large",  # over the limit with no Content-Length
+    "dds": "undecodable",  # a DDS texture of a pixel format Pillow knows none of (its plugin: NotImplementedError)
+    "qoi": "undecodable",  # a QOI header promising more pixels than its data holds (Pillow's decoder: IndexError)
 }
 
 
@@ -79,6 +81,17 @@ def _bomb() -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + data + chunk(b"IEND", b"")
 
 
+def odd_formats() -> dict[str, bytes]:
+    """Files of formats Pillow opens whose plugins fail on damage with exceptions other than OSError."""
+    from skimage import data
+
+    photo = np.ascontiguousarray(data.astronaut()[:200, :200])
+    dds = bytearray(_encode(photo, "DDS"))
+    dds[80:84] = bytes(4)  # the pixel format's flags: none of the formats Pillow reads
+    qoi = _encode(photo, "QOI")
+    return {"dds": bytes(dds), "qoi": qoi[:4] + struct.pack(">II", 400, 300) + qoi[12 : len(qoi) // 2]}
+
+
 class ImageServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # many fetchers connect at once; socketserver's 5 would stall their connects
@@ -107,6 +120,7 @@ class ImageServer(ThreadingHTTPServer):
             "flat": _encode(np.full((200, 200, 3), 93, dtype=np.uint8), "PNG"),
             "bomb": _bomb(),
             "big": b"\xff\xd8" + b"\0" * (MAX_BYTES + 10),
+            **odd_formats(),
         }
 
     @property

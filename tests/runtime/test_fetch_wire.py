@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -14,6 +15,8 @@ from dew.data.images.fetch import BAD_URL, Dropped, Fetcher, FetchPolicy, opted_
 
 DRIP_SECONDS = 0.8
 LIFETIME = 60.0  # the server stops itself after this long, whoever forgets it
+REFUSE_AFTER = 0.5  # how long "refuse" works on a request before it answers 429
+RETRY_AFTER = 2  # the seconds its 429 asks the whole host to wait
 
 
 def _response(body: bytes, length: int | None = None, extra: bytes = b"") -> bytes:
@@ -29,6 +32,7 @@ class LyingServer:
         self.listener.settimeout(0.1)
         self.stopping = threading.Event()
         self.port = self.listener.getsockname()[1]
+        self.log: list[tuple[float, str]] = []  # (when, what): a request's path as it arrived, or "refused"
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -65,8 +69,15 @@ class LyingServer:
                 head, buffer = buffer.split(b"\r\n\r\n", 1)
                 behaviour, index = head.split(b" ")[1].decode().strip("/").split("/")[:2]
                 body = b"image " + index.encode()
+                self.log.append((time.monotonic(), f"/{behaviour}/{index}"))
                 try:
-                    if behaviour == "overlong":  # its own body, then a whole second answer nobody asked for
+                    if behaviour == "refuse":  # a moment's work, then 429: the whole host is to wait RETRY_AFTER s
+                        if self.stopping.wait(REFUSE_AFTER):
+                            return
+                        refusal = b"HTTP/1.1 429 Slow Down\r\nRetry-After: %d\r\nContent-Length: 0\r\n\r\n"
+                        conn.sendall(refusal % RETRY_AFTER)
+                        self.log.append((time.monotonic(), "refused"))
+                    elif behaviour == "overlong":  # its own body, then a whole second answer nobody asked for
                         conn.sendall(_response(body, extra=_response(b"image smuggled")))
                     elif behaviour == "drip":
                         for byte in _response(body):
@@ -101,6 +112,24 @@ def test_a_dripping_server_is_cut_off_at_the_deadline(server: LyingServer) -> No
         fetcher.get(server.url("drip", 0))
     # The bound of the contract, timeout × attempts, plus room for a loaded machine; a drip uncut takes minutes.
     assert time.monotonic() - started < timeout * (retries + 1) + 5.0
+
+
+def test_a_fetch_queued_for_a_hosts_slot_waits_out_the_retry_after_the_host_gave_meanwhile(
+    server: LyingServer,
+) -> None:
+    with Fetcher(timeout=10.0, retries=0, policy=FetchPolicy(per_host=1)) as fetcher, ThreadPoolExecutor(2) as pool:
+        refused = pool.submit(fetcher.get, server.url("refuse", 0))
+        for _ in range(500):  # until the refused request holds the host's one slot (5 s at most)
+            if server.log:
+                break
+            time.sleep(0.01)
+        queued = pool.submit(fetcher.get, server.url("exact", 1))  # waits for the slot while the 429 is made
+        with pytest.raises(Dropped, match="http_error"):
+            refused.result()
+        assert queued.result() == b"image 1"
+    when = dict((what, at) for at, what in server.log)
+    # The 429 stopped the whole host: a fetch that was waiting for its turn is no exception.
+    assert when["/exact/1"] >= when["refused"] + RETRY_AFTER, server.log
 
 
 @pytest.mark.parametrize(

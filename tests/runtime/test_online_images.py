@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from dew.data import DataPartition, Loading, Ramp, datasets, ramped
+from dew.data.images import online_pool
 from dew.data.images.fetch import FetchPolicy
 from dew.data.images.online import BUCKET, WARN_WINDOW, CombinedOnline, OnlineImages
 from dew.data.images.online_pool import FETCHED, MAX_THREADS, fit
@@ -122,6 +123,18 @@ def test_a_worker_process_pool_keeps_the_host_limit_and_leaves_nothing_after_clo
     threads_left = [t.name for t in set(threading.enumerate()) - threads if "process_request" not in t.name]
     assert not threads_left, f"threads left after close: {threads_left}"
     assert server.most_in_flight <= 5, f"{server.most_in_flight} requests were in flight to one host at once"
+
+
+def test_the_host_limit_holds_for_the_whole_reader_with_more_processes_than_it(
+    server: ImageServer, tmp_path, monkeypatch
+) -> None:
+    # Three fetch processes whatever the host's cores, and one request in flight to the host for all of them.
+    monkeypatch.setattr(online_pool, "fit", lambda loading, rows: (loading.workers, loading.threads))
+    urls = [server.url("slow", i) for i in range(24)]
+    data = spec(saved_rows(str(tmp_path / "rows"), urls), workers=3, threads=4, timeout=30, policy={"per_host": 1})
+    with data.load(batch=2).train(DataPartition()) as stream:
+        [next(stream) for _ in range(4)]
+    assert server.most_in_flight == 1, f"{server.most_in_flight} requests were in flight to one host at once"
 
 
 def test_close_in_process_ends_hung_fetches_and_leaves_no_thread(server: ImageServer, tmp_path) -> None:

@@ -33,6 +33,7 @@ import socket
 import ssl
 import threading
 import time
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,10 @@ class _Answer:
 class Fetcher:
     """Fetches url bodies for many threads at once; close() ends every fetch within a fraction of a second."""
 
-    def __init__(self, *, timeout: float = 15.0, retries: int = 3, policy: FetchPolicy | None = None) -> None:
+    def __init__(
+        self, *, timeout: float = 15.0, retries: int = 3, policy: FetchPolicy | None = None, shared: Any = None
+    ) -> None:
+        """shared: the per_host limit of several fetchers together (online_pool.HostSlots), besides this one's own."""
         if not timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
         validate.non_negative_int("retries", retries)
@@ -137,6 +141,7 @@ class Fetcher:
         self._closed = threading.Event()
         self._resolver = http_wire.Resolver()
         self._ssl: ssl.SSLContext | None = None
+        self._shared = shared
 
     def __enter__(self) -> Fetcher:
         return self
@@ -178,13 +183,12 @@ class Fetcher:
                 host = self._hosts.setdefault(target.origin, _Host(self.policy.per_host))
             # Waiting out the host's backoff and for a turn among its per_host requests is politeness, not the
             # server's slowness: neither is charged to the deadline, so a timeout always means the server's.
-            waited = self._wait_for(host, target.url)
-            waited += self._take_slot(host, target.url)
+            waited = self._turn(host, target)
             deadline = deadline + waited if deadline else time.monotonic() + self.timeout
             try:
                 answer = self._exchange(host, target, deadline)
             finally:
-                host.slots.release()
+                self._release(host, target)
             if answer.location is None:
                 return answer.body
             try:
@@ -195,6 +199,17 @@ class Fetcher:
                 raise Dropped(REDIRECT_LOOP, f"redirect back to {target.url}")
             seen.add(target.url)
         raise Dropped(REDIRECT_LOOP, f"more than {self.policy.max_redirects} redirects, the last to {target.url}")
+
+    def _turn(self, host: _Host, target: urls.Target) -> float:
+        """Waits for one of the host's slots outside its backoff (the caller releases the slot); the seconds waited.
+        A 429 may come while a fetch waits for its slot: the backoff is looked at again once the slot is held."""
+        waited = 0.0
+        while True:
+            waited += self._wait_for(host, target.url)
+            waited += self._take_slot(host, target)
+            if host.not_before <= time.monotonic():
+                return waited
+            self._release(host, target)
 
     def _wait_for(self, host: _Host, url: str) -> float:
         """Waits out the host's backoff; the seconds waited."""
@@ -207,13 +222,23 @@ class Fetcher:
             raise FetchClosed(url)
         return wait
 
-    def _take_slot(self, host: _Host, url: str) -> float:
-        """Waits for one of the host's per_host slots (the caller releases it); the seconds waited."""
+    def _take_slot(self, host: _Host, target: urls.Target) -> float:
+        """Waits for one of the host's per_host slots, and the shared limit's (the caller releases them with
+        _release); the seconds waited."""
         started = time.monotonic()
         while not host.slots.acquire(timeout=_TICK):
             if self._closed.is_set():
-                raise FetchClosed(url)
+                raise FetchClosed(target.url)
+        while self._shared is not None and not self._shared.acquire(target.origin, _TICK):
+            if self._closed.is_set():
+                host.slots.release()
+                raise FetchClosed(target.url)
         return time.monotonic() - started
+
+    def _release(self, host: _Host, target: urls.Target) -> None:
+        if self._shared is not None:
+            self._shared.release(target.origin)
+        host.slots.release()
 
     def _exchange(self, host: _Host, target: urls.Target, deadline: float) -> _Answer:
         try:

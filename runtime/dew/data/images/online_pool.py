@@ -14,7 +14,9 @@ import multiprocessing
 import os
 import queue
 import threading
+import time
 import traceback
+import zlib
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,8 @@ SLOTS = (FETCHED, *DROP_REASONS)
 THREADS_PER_CORE = 64  # decode is ~2 ms a photo: 64 fetches in flight already keep a core busy at web latency
 MAX_THREADS = 256  # img2dataset's most per process; beyond it a process spends its time switching threads
 _TICK = 0.25
+HOST_BUCKETS = 1 << 16  # the shared per-host counts (HostSlots): 256 KiB, so that few hosts in flight share one
+_POLL = 0.02
 
 
 def fit(loading: Loading, rows: int, cores: int | None = None) -> tuple[int, int]:
@@ -63,11 +67,45 @@ class Plan:
     convert_to_rgb: bool
 
 
-def work(plan: Plan, worker: int, workers: int, threads: int, out: Any, stop: Any, counts: Any) -> None:
-    """One worker: `threads` fetch threads over its part of the share until `stop` is set."""
-    # The per-host limit holds for the whole reader: its processes split it between them.
-    policy = dataclasses.replace(plan.policy, per_host=max(1, plan.policy.per_host // workers))
-    fetcher = Fetcher(timeout=plan.timeout, retries=plan.retries, policy=policy)
+class HostSlots:
+    """The per_host limit over every worker process of a reader: the requests in flight to each host, counted
+    in shared memory. Hosts are counted in HOST_BUCKETS buckets by a hash of their origin (two hosts meeting
+    in one bucket share its limit, never exceed it); a worker waiting for a slot looks again every _POLL s."""
+
+    def __init__(self, context: Any, limit: int) -> None:
+        self.limit = limit
+        self._counts = context.RawArray("i", HOST_BUCKETS)
+        self._lock = context.Lock()
+
+    def acquire(self, origin: tuple[str, str, int], timeout: float) -> bool:
+        """Takes one of the host's slots within `timeout` seconds; whether it did."""
+        at, until = _bucket(origin), time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if self._counts[at] < self.limit:
+                    self._counts[at] += 1
+                    return True
+            if time.monotonic() >= until:
+                return False
+            time.sleep(_POLL)
+
+    def release(self, origin: tuple[str, str, int]) -> None:
+        with self._lock:
+            self._counts[_bucket(origin)] -= 1
+
+
+def _bucket(origin: tuple[str, str, int]) -> int:
+    return zlib.crc32(repr(origin).encode()) % HOST_BUCKETS  # not hash(): it differs from process to process
+
+
+def work(
+    plan: Plan, worker: int, workers: int, threads: int, out: Any, stop: Any, counts: Any, slots: Any = None
+) -> None:
+    """One worker: `threads` fetch threads over its part of the share until `stop` is set; `slots` (HostSlots)
+    holds the per-host limit for all the workers together."""
+    # Each process takes its share of the per-host limit, and the shared slots keep the total to it.
+    policy = dataclasses.replace(plan.policy, per_host=max(1, -(-plan.policy.per_host // workers)))
+    fetcher = Fetcher(timeout=plan.timeout, retries=plan.retries, policy=policy, shared=slots)
     rules = pixels.ImageRules(min_size=plan.min_image_size)
     chunks = walk(len(plan.rows), plan.seed, plan.index, plan.count, worker, workers)
     base = worker * len(SLOTS) if workers > 1 else 0
@@ -152,8 +190,11 @@ class FetchPool:
             self._out: Any = context.Queue(maxsize=self.processes * loading.worker_buffer)
             self._stop: Any = context.Event()
             self._counts: Any = context.RawArray("q", self.processes * len(SLOTS))
+            # Held here: a started Process lets go of its args, and the lock must outlive the workers' start.
+            self._slots = HostSlots(context, plan.policy.per_host) if self.processes > 1 else None
             for worker in range(self.processes):
-                args = (os.getpid(), plan, worker, self.processes, self.threads, self._out, self._stop, self._counts)
+                shared = (self._out, self._stop, self._counts, self._slots)
+                args = (os.getpid(), plan, worker, self.processes, self.threads, *shared)
                 self._workers.append(
                     context.Process(target=_process_main, args=args, name=f"dew-fetch-{worker}", daemon=True)
                 )

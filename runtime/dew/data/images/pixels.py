@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import struct
 import warnings
 from typing import Any
 
@@ -56,6 +57,10 @@ REASONS = (UNDECODABLE, TRUNCATED, CORRUPT_SCAN, NOT_RGB, TOO_SMALL, BAD_ASPECT,
 ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
 MAX_PIXELS = 89_478_485
+# What Pillow's plugins raise on damaged or unsupported bytes besides OSError: Image.open's own list of format
+# errors, plus ValueError, EOFError and NotImplementedError (a DDS pixel format it does not know, say). One
+# url's file must be dropped as undecodable, never end the stream or the job that fetched it.
+_DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.error, NotImplementedError)
 # Start-of-scan markers past which a JPEG is refused before it is decoded: a progressive image has about
 # ten; each scan is a pass over the image's coefficients, so a small file of many thousand empty scans
 # would hold a worker for minutes (libjpeg-turbo suggests a limit of 500 to its fuzzers).
@@ -153,8 +158,8 @@ def decode(data: bytes, *, rules: ImageRules = NO_RULES, size: int | None = None
     except OSError as error:
         reason = TRUNCATED if "truncated" in str(error) or "broken" in str(error) else UNDECODABLE
         raise ImageRejected(reason, str(error)) from None
-    except (SyntaxError, ValueError, EOFError) as error:
-        raise ImageRejected(UNDECODABLE, str(error)) from None
+    except _DAMAGE as error:
+        raise ImageRejected(UNDECODABLE, f"{type(error).__name__}: {error}") from None
     rules.check_pixels(pixels)
     return pixels
 
@@ -286,8 +291,8 @@ def _open(data: bytes) -> Any:
             return pil.open(io.BytesIO(data))
     except pil.DecompressionBombError as error:
         raise ImageRejected(TOO_MANY_PIXELS, str(error)) from None
-    except (OSError, SyntaxError, ValueError) as error:
-        raise ImageRejected(UNDECODABLE, str(error)) from None
+    except (OSError, *_DAMAGE) as error:
+        raise ImageRejected(UNDECODABLE, f"{type(error).__name__}: {error}") from None
 
 
 def scale_shorter_side(pixels: np.ndarray, size: int) -> np.ndarray:
