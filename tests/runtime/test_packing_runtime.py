@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import DataPartition, Loading, PackedTokens, TokenDocumentSource, datasets
+from dew.data import DataPartition, Loading, PackedTokens, TokenDocumentSource, datasets, formats
 from dew.data.packing import (
     DOCUMENTS,
     PackingPlan,
@@ -195,3 +195,17 @@ def test_worker_processes_give_the_same_batches_and_positions(corpus) -> None:
     tail, tail_state = read_global(serial_run, 4, 3, state)
     assert_batches_equal(full, head + tail)
     assert tail_state == full_state
+
+
+def test_a_corpus_without_an_eos_is_refused_with_its_offline_index_as_without(tmp_path) -> None:
+    """PackedTokens refused a corpus written without an eos, but once `dew-preprocess pack` had written its
+    document index (one document a split) it packed the whole corpus as that one document: every window
+    one segment, positions running on across what were separate texts. With the derived files or without,
+    the runtime must do the same thing."""
+    flat = write_corpus(str(tmp_path / "flat"), {"train": documents(20)}, eos_id=None)
+    meta = corpus_meta(flat)
+    assert meta is not None
+    tokens = open_tokens(flat)
+    save_document_ends(formats.derived_path(flat, "train", DOCUMENTS), meta.fingerprint(), np.array([len(tokens)]))
+    with pytest.raises(ValueError, match=r"flat: the corpus records no eos_id"):
+        PackedTokens(path=flat, seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)

@@ -42,17 +42,19 @@ def packed_split(
     runtime computes the same index and plan itself (plan_packing is a pure function of the lengths).
     """
     tokens = open_tokens(path, split=split, field=field)
+    # Refused whatever derived files lie beside it: `pack` indexes such a corpus as one document a split,
+    # and a start must read the same windows with the offline files as without them.
+    if tokens.eos_id is None:
+        raise ValueError(
+            f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
+            "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
+        )
     meta = corpus_meta(path)
     fingerprint = meta.fingerprint() if meta is not None else None
     ends = plan = None
     if fingerprint is not None:
         ends = load_document_ends(formats.derived_path(path, split, DOCUMENTS), fingerprint)
         plan = PackingPlan.load(formats.derived_path(path, split, packing_name(window, bins)), fingerprint)
-    if tokens.eos_id is None and ends is None:
-        raise ValueError(
-            f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
-            "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
-        )
     if ends is None or plan is None:
         # Without the offline files a start reads the corpus (to find each eos) and plans it, which
         # takes minutes on a large one: say so, and how to avoid it.
