@@ -160,3 +160,15 @@ def test_the_windows_a_plan_gives_each_corpus_are_the_ones_its_run_reads(
     read = data.train.order.counts(data.records).tolist()
     assert [c["windows"] for c in plan["corpora"]] == read
     assert [c["epochs"] for c in plan["corpora"]] == [n / 10 for n in read]
+
+
+def test_a_corpus_without_an_eos_is_refused_by_the_launcher(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan is a PackedTokens run's, and PackedTokens refuses a corpus without document boundaries: a
+    plan over one counted its windows as one document a split and wrote a plan no run could read."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    flat = write_corpus(str(tmp_path / "flat"), {"train": documents(20)}, eos_id=None)
+    argv = ["--corpus", flat, "--tokens", "100", "--seq_len", "8", "--output", str(tmp_path / "m.json")]
+    assert cli.main(["plan-mixture", *argv, *IN_MEMORY]) == 2
+    assert "records no eos id" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
