@@ -129,6 +129,8 @@ def render(summary: Summary, out: TextIO) -> None:
             say(f"    removal table not read: {problem}")
     else:
         say("  no stats.json: drop reasons unknown")
+    if summary.kind == "tokens" and summary.section.get("eos_id") is None:
+        say("  no eos id: the stream has no document boundaries, so no lengths or packing (PackedTokens refuses it)")
     if summary.documents:
         d = summary.documents
         if d["count"]:
