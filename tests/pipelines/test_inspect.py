@@ -151,3 +151,23 @@ def test_a_corpus_without_an_eos_shows_no_documents_nor_a_packing_and_is_never_r
     assert cli.main(["inspect", corpus, "--seq_len", "8"]) == 0
     text = capsys.readouterr().out
     assert "no eos id" in text and "train documents" not in text and "packing at" not in text
+
+
+def test_a_mixture_plan_names_a_corpus_changed_since_it_was_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """inspect printed a plan's windows available and epochs as planned after a corpus was rewritten, when
+    the run would refuse the plan and the numbers no longer describe the corpus."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    web = write_corpus(str(tmp_path / "web"), {"train": documents(30)})
+    code = write_corpus(str(tmp_path / "code"), {"train": documents(30, seed=1)})
+    request = MixtureRequest(corpora={web: 3.0, code: 1.0}, tokens=640, seq_len=16)
+    plan = mixture_plan(request, [(path, formats.read_meta(path), 40) for path in (web, code)])
+    write_plan(str(tmp_path / "mixture.json"), plan)
+    assert [c["state"] for c in summarize(str(tmp_path / "mixture.json")).corpora] == ["as planned"] * 2
+    write_corpus(code, {"train": documents(31, seed=1)})
+    states = {c["path"]: c["state"] for c in summarize(str(tmp_path / "mixture.json")).corpora}
+    assert states[web] == "as planned" and states[code].startswith("changed since the plan")
+    assert cli.main(["inspect", str(tmp_path / "mixture.json")]) == 0
+    assert f"{code}: changed since the plan" in capsys.readouterr().out

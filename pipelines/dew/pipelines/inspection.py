@@ -202,8 +202,23 @@ def _plan(path: str) -> Summary:
         format=MIXTURE_FORMAT,
         kind="mixture",
         section=budget,
-        corpora=[{key: corpus[key] for key in keep} for corpus in data["corpora"]],
+        corpora=[
+            {**{key: corpus[key] for key in keep}, "state": _planned(corpus["path"], corpus["fingerprint"])}
+            for corpus in data["corpora"]
+        ],
     )
+
+
+def _planned(path: str, fingerprint: str) -> str:
+    """Whether a plan's corpus still holds what was planned: its numbers describe it only then, and a run
+    over the plan refuses it otherwise."""
+    try:
+        meta = formats.read_meta(path, kind="tokens")
+    except (OSError, ValueError) as error:
+        return f"not read: {error}"
+    if meta.fingerprint() != fingerprint:
+        return "changed since the plan (its fingerprint differs): its numbers are stale, plan again"
+    return "as planned"
 
 
 def _read(path: str) -> bytes:
