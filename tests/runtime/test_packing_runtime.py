@@ -209,3 +209,16 @@ def test_a_corpus_without_an_eos_is_refused_with_its_offline_index_as_without(tm
     save_document_ends(formats.derived_path(flat, "train", DOCUMENTS), meta.fingerprint(), np.array([len(tokens)]))
     with pytest.raises(ValueError, match=r"flat: the corpus records no eos_id"):
         PackedTokens(path=flat, seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)
+
+
+def test_shard_files_of_corpora_from_different_tokenizers_are_not_mixed(tmp_path) -> None:
+    """A corpus named by one of its shard files was left out of the one-tokenizer check, though the meta.json
+    beside it names its tokenizer: two such files of different tokenizers mixed silently, ids meaning
+    different tokens."""
+    files = [
+        f"{write_corpus(str(tmp_path / name), {'train': documents(20)}, shards=1, tokenizer=name)}/"
+        "train-00000-of-00001.bin"
+        for name in ("one", "another")
+    ]
+    with pytest.raises(ValueError, match="different tokenizers"):
+        PackedTokens(path=dict.fromkeys(files, 1.0), seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)
