@@ -222,3 +222,11 @@ def test_shard_files_of_corpora_from_different_tokenizers_are_not_mixed(tmp_path
     ]
     with pytest.raises(ValueError, match="different tokenizers"):
         PackedTokens(path=dict.fromkeys(files, 1.0), seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)
+
+
+def test_one_corpus_named_twice_in_a_mixture_is_refused(corpus) -> None:
+    """Each corpus is shuffled by what it holds, so one corpus under two spellings ("c" and "c/") read
+    every window twice in step, both copies in the same batch."""
+    spec = PackedTokens(path={corpus: 1.0, f"{corpus}/": 2.0}, seq_len=15, val_batches=0, loading=SERIAL)
+    with pytest.raises(ValueError, match="are one corpus"):
+        spec.load(batch=4)

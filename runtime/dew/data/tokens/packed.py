@@ -24,6 +24,8 @@ from dew.data.packing import (
     plan_packing,
 )
 from dew.data.phases import DataPhase, PhasedOrder, check_path, check_phases
+from dew.data.position import describe
+from dew.data.records import describe_source
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
@@ -158,7 +160,7 @@ class PackedTokens(IndexedSpec):
         check_one_tokenizer(self.corpora)
         read = functools.cache(self._windows)
         phases = self._phases()
-        first = [Corpus(name, read(name, batch)[0], weight) for name, weight in phases[0].weights.items()]
+        first = _distinct([Corpus(name, read(name, batch)[0], weight) for name, weight in phases[0].weights.items()])
         order: Order
         if len(phases) == 1:
             order = MixtureOrder(first, self.seed)
@@ -167,7 +169,7 @@ class PackedTokens(IndexedSpec):
                 [
                     (
                         None if p.until_step is None else p.until_step * batch,
-                        [Corpus(name, read(name, batch)[0], weight) for name, weight in p.weights.items()],
+                        _distinct([Corpus(name, read(name, batch)[0], weight) for name, weight in p.weights.items()]),
                     )
                     for p in phases
                 ],
@@ -205,3 +207,18 @@ class PackedTokens(IndexedSpec):
             PackedWindowSource(train.documents, train.plan, count=cut, positions=self.positions),
             PackedWindowSource(train.documents, train.plan, first=cut, positions=self.positions),
         )
+
+
+def _distinct(corpora: list[Corpus]) -> list[Corpus]:
+    """Refuses one corpus named twice (two spellings of a path, or a copy): a mixture shuffles a corpus by
+    what it holds, so both names would read every window in step, twice in the same batches."""
+    seen: dict[str, str] = {}
+    for corpus in corpora:
+        content = describe(describe_source(corpus.source))
+        if content in seen:
+            raise ValueError(
+                f"PackedTokens: {seen[content]} and {corpus.name} are one corpus (they hold the same windows), "
+                "which the mixture would read twice in step; name it once, with the sum of the two weights"
+            )
+        seen[content] = corpus.name
+    return corpora
