@@ -115,3 +115,59 @@ def _tiny_meta() -> str:
     section = {"tokenizer": "byte", "tokenizer_hash": "h", "vocab_size": 257, "dtype": "uint16", "eos_id": 256}
     shard = {"name": "train-00000-of-00001.bin", "records": 3, "units": 300, "bytes": 600, "sha256": "0" * 64}
     return json.dumps({"format": "dew.tokens/2", "splits": {"train": [shard]}, "tokens": section})
+
+
+def test_a_corpus_without_an_eos_shows_no_documents_nor_a_packing_and_is_never_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without an eos the stream has no document boundaries: inspect showed "train documents: 1" beside
+    meta.json's 3,000 records, a packing fill PackedTokens refuses to read, and read the whole train split
+    into memory (and decoded it) to show that one "document" as its first sample."""
+    from dew.pipelines import inspection
+    from tests.runtime.token_support import documents, write_corpus
+
+    corpus = write_corpus(str(tmp_path / "flat"), {"train": documents(3000, longest=120)}, eos_id=None)
+    opened = inspection.open_tokens
+    spans: list[int] = []
+
+    class Watched:
+        def __init__(self, tokens: object) -> None:
+            self.tokens = tokens
+
+        def __len__(self) -> int:
+            return len(self.tokens)  # type: ignore[arg-type]
+
+        def __getitem__(self, span: slice) -> np.ndarray:
+            ids = self.tokens[span]  # type: ignore[index]
+            spans.append(len(ids))
+            return ids
+
+    monkeypatch.setattr(inspection, "open_tokens", lambda *a, **k: Watched(opened(*a, **k)))
+    summary = summarize(corpus, seq_len=8, samples=2)
+    total = summary.splits["train"]["units"]
+    assert summary.splits["train"]["records"] == 3000 and total > 1 << 17
+    assert summary.documents == {} and summary.lengths == [] and summary.packing == {}
+    assert spans and max(spans) < total
+    assert cli.main(["inspect", corpus, "--seq_len", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "no eos id" in text and "train documents" not in text and "packing at" not in text
+
+
+def test_a_mixture_plan_names_a_corpus_changed_since_it_was_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """inspect printed a plan's windows available and epochs as planned after a corpus was rewritten, when
+    the run would refuse the plan and the numbers no longer describe the corpus."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    web = write_corpus(str(tmp_path / "web"), {"train": documents(30)})
+    code = write_corpus(str(tmp_path / "code"), {"train": documents(30, seed=1)})
+    request = MixtureRequest(corpora={web: 3.0, code: 1.0}, tokens=640, seq_len=16)
+    plan = mixture_plan(request, [(path, formats.read_meta(path), 40) for path in (web, code)])
+    write_plan(str(tmp_path / "mixture.json"), plan)
+    assert [c["state"] for c in summarize(str(tmp_path / "mixture.json")).corpora] == ["as planned"] * 2
+    write_corpus(code, {"train": documents(31, seed=1)})
+    states = {c["path"]: c["state"] for c in summarize(str(tmp_path / "mixture.json")).corpora}
+    assert states[web] == "as planned" and states[code].startswith("changed since the plan")
+    assert cli.main(["inspect", str(tmp_path / "mixture.json")]) == 0
+    assert f"{code}: changed since the plan" in capsys.readouterr().out

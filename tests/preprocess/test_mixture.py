@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dew.data import formats, packing
+from dew.data.mixture import integer_weights
 from dew.pipelines import cli, common, tokenize_job
-from dew.preprocess.plan_mixture import MANY_EPOCHS, apportion, epoch_warnings
+from dew.preprocess.plan_mixture import MANY_EPOCHS, epoch_warnings, run_shares
 from tests.preprocess.corpora import topics, write_jsonl
 from tests.preprocess.test_tokenize_job import IN_MEMORY, split_tokens
 
@@ -78,13 +78,13 @@ def test_a_plan_that_repeats_a_corpus_thousands_of_times_is_warned_of() -> None:
     assert report.getvalue() == "finished in 1.2 s\n"
 
 
-@given(total=st.integers(0, 10**6), weights=st.lists(st.floats(0.01, 100), min_size=1, max_size=6))
-def test_apportion_is_exact_and_within_one_of_the_quota(total: int, weights: list[float]) -> None:
-    shares = apportion(total, weights)
+@given(total=st.integers(0, 10**9), weights=st.lists(st.floats(0.5, 5), min_size=1, max_size=4))
+def test_run_shares_are_exact_and_within_one_of_the_runs_quota(total: int, weights: list[float]) -> None:
+    shares = run_shares(total, weights)
     assert sum(shares) == total
-    exact = [Fraction(w).limit_denominator(10**9) for w in weights]
-    for share, w in zip(shares, exact, strict=True):
-        assert abs(share - total * w / sum(exact)) < 1
+    whole = integer_weights(weights)  # the proportions the run's mixture reads the weights as
+    for share, w in zip(shares, whole, strict=True):
+        assert abs(share - total * w / sum(whole)) < 1
 
 
 def test_a_plan_reads_as_the_mixture_it_describes_and_refuses_a_changed_corpus(tmp_path: Path) -> None:
@@ -137,3 +137,38 @@ def test_a_relative_corpus_is_planned_by_its_absolute_path(tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)
     argv = ["--corpus", "web/=0.7", "--corpus", "gs://b/code/=0.3", "--tokens", "9", "--seq_len", "4", "--output", "m"]
     assert plan_mixture_job.parser().parse_args(argv).corpus == [(str(tmp_path / "web"), 0.7), ("gs://b/code", 0.3)]
+
+
+@pytest.mark.parametrize(("weights", "windows"), [((0.7, 0.3), 12345), ((3.0, 1.0), 7), ((0.123, 0.877), 5)])
+def test_the_windows_a_plan_gives_each_corpus_are_the_ones_its_run_reads(
+    tmp_path: Path, weights: tuple[float, float], windows: int
+) -> None:
+    """The plan split its budget by the exact weights, the run by its mixture order (weights to a hundredth
+    of the smallest, laid out by the quota method): at 0.7/0.3 over 12,345 windows the plan promised web
+    8,642 windows and the run read 8,638, so the epochs it printed were not the run's."""
+    from dew.data import datasets
+    from dew.preprocess.plan_mixture import MixtureRequest, mixture_plan, write_plan
+    from tests.runtime.token_support import documents, write_corpus
+
+    paths = [write_corpus(str(tmp_path / name), {"train": documents(30, seed=i)}) for i, name in enumerate("ab")]
+    request = MixtureRequest(corpora=dict(zip(paths, weights, strict=True)), tokens=16 * windows, seq_len=16)
+    plan = mixture_plan(request, [(path, formats.read_meta(path), 10) for path in paths])
+    write_plan(str(tmp_path / "mixture.json"), plan)
+    spec = datasets.PackedTokens(path=str(tmp_path / "mixture.json"), seq_len=16, val_batches=0)
+    data = spec.load(batch=5)
+    assert data.records == plan["windows"] == windows
+    read = data.train.order.counts(data.records).tolist()
+    assert [c["windows"] for c in plan["corpora"]] == read
+    assert [c["epochs"] for c in plan["corpora"]] == [n / 10 for n in read]
+
+
+def test_a_corpus_without_an_eos_is_refused_by_the_launcher(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plan is a PackedTokens run's, and PackedTokens refuses a corpus without document boundaries: a
+    plan over one counted its windows as one document a split and wrote a plan no run could read."""
+    from tests.runtime.token_support import documents, write_corpus
+
+    flat = write_corpus(str(tmp_path / "flat"), {"train": documents(20)}, eos_id=None)
+    argv = ["--corpus", flat, "--tokens", "100", "--seq_len", "8", "--output", str(tmp_path / "m.json")]
+    assert cli.main(["plan-mixture", *argv, *IN_MEMORY]) == 2
+    assert "records no eos id" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()

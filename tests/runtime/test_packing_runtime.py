@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dew.data import DataPartition, Loading, PackedTokens, TokenDocumentSource, datasets
+from dew.data import DataPartition, Loading, PackedTokens, TokenDocumentSource, datasets, formats
 from dew.data.packing import (
     DOCUMENTS,
     PackingPlan,
@@ -195,3 +195,38 @@ def test_worker_processes_give_the_same_batches_and_positions(corpus) -> None:
     tail, tail_state = read_global(serial_run, 4, 3, state)
     assert_batches_equal(full, head + tail)
     assert tail_state == full_state
+
+
+def test_a_corpus_without_an_eos_is_refused_with_its_offline_index_as_without(tmp_path) -> None:
+    """PackedTokens refused a corpus written without an eos, but once `dew-preprocess pack` had written its
+    document index (one document a split) it packed the whole corpus as that one document: every window
+    one segment, positions running on across what were separate texts. With the derived files or without,
+    the runtime must do the same thing."""
+    flat = write_corpus(str(tmp_path / "flat"), {"train": documents(20)}, eos_id=None)
+    meta = corpus_meta(flat)
+    assert meta is not None
+    tokens = open_tokens(flat)
+    save_document_ends(formats.derived_path(flat, "train", DOCUMENTS), meta.fingerprint(), np.array([len(tokens)]))
+    with pytest.raises(ValueError, match=r"flat: the corpus records no eos_id"):
+        PackedTokens(path=flat, seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)
+
+
+def test_shard_files_of_corpora_from_different_tokenizers_are_not_mixed(tmp_path) -> None:
+    """A corpus named by one of its shard files was left out of the one-tokenizer check, though the meta.json
+    beside it names its tokenizer: two such files of different tokenizers mixed silently, ids meaning
+    different tokens."""
+    files = [
+        f"{write_corpus(str(tmp_path / name), {'train': documents(20)}, shards=1, tokenizer=name)}/"
+        "train-00000-of-00001.bin"
+        for name in ("one", "another")
+    ]
+    with pytest.raises(ValueError, match="different tokenizers"):
+        PackedTokens(path=dict.fromkeys(files, 1.0), seq_len=15, val_batches=0, loading=SERIAL).load(batch=2)
+
+
+def test_one_corpus_named_twice_in_a_mixture_is_refused(corpus) -> None:
+    """Each corpus is shuffled by what it holds, so one corpus under two spellings ("c" and "c/") read
+    every window twice in step, both copies in the same batch."""
+    spec = PackedTokens(path={corpus: 1.0, f"{corpus}/": 2.0}, seq_len=15, val_batches=0, loading=SERIAL)
+    with pytest.raises(ValueError, match="are one corpus"):
+        spec.load(batch=4)

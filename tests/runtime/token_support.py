@@ -37,19 +37,26 @@ def write_corpus(
     field: str | None = None,
     block_bytes: int = 0,
     blocks_version: int = block_sums.BLOCKS_VERSION,
+    groups: Sequence[int] | None = None,
 ) -> str:
     """Writes each split's documents as `shards` shards of `kind` plus meta.json, and returns the directory.
 
     With block_bytes, each shard's block checksums too, through the writers' own Digest, and an ArrayRecord
     shard's record index through their own walk, as every dew job now writes them; without, meta.json is
     the older format, which has neither. blocks_version=1 writes `.blocks` the way writers did before the
-    two-level layout (dew.data.block_sums): the checksums alone, meta.json recording no blocks_version."""
+    two-level layout (dew.data.block_sums): the checksums alone, meta.json recording no blocks_version.
+    groups, when given, is each shard's document count instead of `shards` even groups (an empty shard
+    between two others, as tokenize writes where one document spans a shard's whole share)."""
     os.makedirs(directory, exist_ok=True)
     meta_splits = {}
     for split, docs in splits.items():
-        groups = np.array_split(np.arange(len(docs)), shards)
+        if groups is None:
+            groups_of = np.array_split(np.arange(len(docs)), shards)
+        else:
+            groups_of = np.split(np.arange(len(docs)), np.cumsum(groups)[:-1])
+            shards = len(groups_of)
         entries = []
-        for index, group in enumerate(groups):
+        for index, group in enumerate(groups_of):
             name = formats.shard_name(split, index, shards, kind)
             path = os.path.join(directory, name)
             chunk = [np.asarray(docs[i]) for i in group]

@@ -314,8 +314,10 @@ def _samples(summary: Summary) -> str:
 
 def _mixture(summary: Summary) -> str:
     s = summary.section
-    rows = [(c["path"], c["weight"], c["windows"], c["windows_available"], c["epochs"]) for c in summary.corpora]
-    table = _table(("corpus", "weight", "windows", "available", "epochs"), rows, numeric=(1, 2, 3, 4))
+    rows = [
+        (c["path"], c["weight"], c["windows"], c["windows_available"], c["epochs"], c["state"]) for c in summary.corpora
+    ]
+    table = _table(("corpus", "weight", "windows", "available", "epochs", "state"), rows, numeric=(1, 2, 3, 4))
     return (
         f"<section><h2>Mixture</h2><p>{s['tokens']:,} tokens = {s['windows']:,} windows of seq_len "
         f"{s['seq_len']:,} + 1, split {escape(str(s['split']))}, tokenizer {escape(str(s['tokenizer']))}</p>{table}"

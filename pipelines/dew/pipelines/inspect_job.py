@@ -129,6 +129,8 @@ def render(summary: Summary, out: TextIO) -> None:
             say(f"    removal table not read: {problem}")
     else:
         say("  no stats.json: drop reasons unknown")
+    if summary.kind == "tokens" and summary.section.get("eos_id") is None:
+        say("  no eos id: the stream has no document boundaries, so no lengths or packing (PackedTokens refuses it)")
     if summary.documents:
         d = summary.documents
         if d["count"]:
@@ -216,6 +218,9 @@ def _mixture(summary: Summary, say: Callable[..., None]) -> None:
     say(f"  {'weight':>8}{'windows':>12}{'available':>12}{'epochs':>9}  corpus")
     for c in summary.corpora:
         say(f"  {c['weight']:>8.3f}{c['windows']:>12,}{c['windows_available']:>12,}{c['epochs']:>9.2f}  {c['path']}")
+    for c in summary.corpora:
+        if c["state"] != "as planned":
+            say(f"  {c['path']}: {c['state']}")
 
 
 def _sample(sample: dict[str, Any]) -> str:

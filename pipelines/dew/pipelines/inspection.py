@@ -29,6 +29,8 @@ _NOT_BOOKS = ("shards_written", "records_written")
 # Records read for the sample statistics of a packed-dict directory (field sizes, caption lengths).
 SAMPLE_RECORDS = 256
 _FILL_BUCKETS = 20
+# Ids of a document read for its sample: far more than the lines of text a sample shows.
+_SHOWN_IDS = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,6 +112,11 @@ def summarize(
             return Summary(**found)
         shown = [{"fields": {k: len(v) for k, v in row.items()}, "caption": text_of(row)} for row in read.rows]
         return Summary(**found, samples=shown[:samples], sample=_sample_stats(read))
+    if meta.tokens.eos_id is None:
+        # No boundaries in the stream: no lengths to count nor a packing PackedTokens would read (it refuses
+        # such a corpus), and its samples are the head of the stream, read no further than shown.
+        head = np.array([found["splits"].get(_TRAIN, {}).get("units", 0)], dtype=np.int64)
+        return Summary(**found, samples=_documents(path, meta, head[head > 0], min(samples, 1)))
     ends = _document_ends(path, meta)
     lengths = packing.lengths_of(ends)
     found["documents"] = _describe(lengths)
@@ -195,8 +202,23 @@ def _plan(path: str) -> Summary:
         format=MIXTURE_FORMAT,
         kind="mixture",
         section=budget,
-        corpora=[{key: corpus[key] for key in keep} for corpus in data["corpora"]],
+        corpora=[
+            {**{key: corpus[key] for key in keep}, "state": _planned(corpus["path"], corpus["fingerprint"])}
+            for corpus in data["corpora"]
+        ],
     )
+
+
+def _planned(path: str, fingerprint: str) -> str:
+    """Whether a plan's corpus still holds what was planned: its numbers describe it only then, and a run
+    over the plan refuses it otherwise."""
+    try:
+        meta = formats.read_meta(path, kind="tokens")
+    except (OSError, ValueError) as error:
+        return f"not read: {error}"
+    if meta.fingerprint() != fingerprint:
+        return "changed since the plan (its fingerprint differs): its numbers are stale, plan again"
+    return "as planned"
 
 
 def _read(path: str) -> bytes:
@@ -289,9 +311,11 @@ def _documents(path: str, meta: formats.Meta, ends: np.ndarray, count: int) -> l
     decode = _decoder(meta.tokens.tokenizer)
     out = []
     for start, end in zip([0, *ends[: count - 1].tolist()], ends[:count].tolist(), strict=False):
-        ids = np.asarray(tokens[start:end])
+        # A sample shows a few lines of text: a long document (or a stream without an eos) is read only
+        # as far as that, never whole into memory.
+        ids = np.asarray(tokens[start : min(end, start + _SHOWN_IDS)])
         body = ids[ids != meta.tokens.eos_id] if meta.tokens.eos_id is not None else ids
-        out.append({"tokens": int(ids.size), "text": decode(body) if decode else None, "ids": body[:32].tolist()})
+        out.append({"tokens": end - start, "text": decode(body) if decode else None, "ids": body[:32].tolist()})
     return out
 
 

@@ -62,7 +62,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     meta = read_corpus_meta(corpus)
     formats.check_local_sizes(corpus, meta)
     if meta.tokens.eos_id is None:
-        print(f"{corpus} records no eos id: every split packs as one document", file=sys.stderr)
+        print(
+            f"{corpus} records no eos id: its index holds one document a split, and PackedTokens refuses it "
+            "(no document boundaries to pack at); tokenize with --pack, or read it with TokenWindows",
+            file=sys.stderr,
+        )
     windows = [(seq_len, args.packing_bins) for seq_len in sorted(set(args.seq_len))]
     pipeline = common.make_pipeline(options)
     pack = PackCorpus(corpus, windows)

@@ -103,11 +103,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def check_corpora(corpora: Iterable[str], split: str) -> None:
     """Refuses here, before the runner starts, what a worker would fail on: a corpus not committed or of
-    another kind, a damaged meta.json or shard, corpora of different tokenizers, a split a corpus lacks."""
+    another kind, a damaged meta.json or shard, corpora of different tokenizers, a split a corpus lacks;
+    and a corpus without an eos, which the run the plan is for (PackedTokens) refuses."""
     metas = {path: read_corpus_meta(path) for path in corpora}
     try:
         check_same_tokenizer(metas)
         for path, meta in metas.items():
+            if meta.tokens.eos_id is None:  # the plan is a PackedTokens run's, and that refuses it
+                raise ValueError(
+                    f"{path} records no eos id, so it has no document boundaries to pack at; "
+                    "tokenize it with --pack to mix it in a plan"
+                )
             if split not in meta.splits:
                 raise ValueError(f"{path} has no split {split!r} (--split); it holds {', '.join(sorted(meta.splits))}")
             formats.check_local_sizes(path, meta, [split])

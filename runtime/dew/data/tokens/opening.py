@@ -102,9 +102,18 @@ def _check_records(directory: str, shards: tuple[formats.Shard, ...], source: To
 
 
 def check_one_tokenizer(paths: list[str]) -> None:
-    """Refuses a mixture whose corpora were tokenized differently, by their meta.json."""
-    metas: Mapping[str, formats.Meta] = {p: m for p in paths if (m := corpus_meta(p)) is not None}
+    """Refuses a mixture whose corpora were tokenized differently, by their meta.json: a directory's own, or
+    the one beside a corpus named by a data file (a file with none, nanoGPT's, names no tokenizer)."""
+    metas: Mapping[str, formats.Meta] = {p: m for p in paths if (m := _recorded_meta(p)) is not None}
     check_same_tokenizer(metas)
+
+
+def _recorded_meta(path: str) -> formats.Meta | None:
+    meta = corpus_meta(path)
+    if meta is not None:
+        return meta
+    where, data = locations.sibling_json(path)
+    return formats.Meta.from_json(data, where=where) if locations.is_dew_meta(data) else None
 
 
 def check_same_tokenizer(metas: Mapping[str, formats.Meta]) -> None:

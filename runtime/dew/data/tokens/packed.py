@@ -24,6 +24,8 @@ from dew.data.packing import (
     plan_packing,
 )
 from dew.data.phases import DataPhase, PhasedOrder, check_path, check_phases
+from dew.data.position import describe
+from dew.data.records import describe_source
 from dew.data.registry import datasets
 from dew.data.spec import VAL_BATCHES, IndexedSpec, Tokenize
 from dew.data.tokens.documents import PackedWindowSource, TokenDocumentSource
@@ -42,17 +44,19 @@ def packed_split(
     runtime computes the same index and plan itself (plan_packing is a pure function of the lengths).
     """
     tokens = open_tokens(path, split=split, field=field)
+    # Refused whatever derived files lie beside it: `pack` indexes such a corpus as one document a split,
+    # and a start must read the same windows with the offline files as without them.
+    if tokens.eos_id is None:
+        raise ValueError(
+            f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
+            "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
+        )
     meta = corpus_meta(path)
     fingerprint = meta.fingerprint() if meta is not None else None
     ends = plan = None
     if fingerprint is not None:
         ends = load_document_ends(formats.derived_path(path, split, DOCUMENTS), fingerprint)
         plan = PackingPlan.load(formats.derived_path(path, split, packing_name(window, bins)), fingerprint)
-    if tokens.eos_id is None and ends is None:
-        raise ValueError(
-            f"{path}: the corpus records no eos_id, so it has no document boundaries to pack at; "
-            "tokenize it with an eos between documents (--pack), or read it with TokenWindows"
-        )
     if ends is None or plan is None:
         # Without the offline files a start reads the corpus (to find each eos) and plans it, which
         # takes minutes on a large one: say so, and how to avoid it.
@@ -156,7 +160,7 @@ class PackedTokens(IndexedSpec):
         check_one_tokenizer(self.corpora)
         read = functools.cache(self._windows)
         phases = self._phases()
-        first = [Corpus(name, read(name, batch)[0], weight) for name, weight in phases[0].weights.items()]
+        first = _distinct([Corpus(name, read(name, batch)[0], weight) for name, weight in phases[0].weights.items()])
         order: Order
         if len(phases) == 1:
             order = MixtureOrder(first, self.seed)
@@ -165,7 +169,7 @@ class PackedTokens(IndexedSpec):
                 [
                     (
                         None if p.until_step is None else p.until_step * batch,
-                        [Corpus(name, read(name, batch)[0], weight) for name, weight in p.weights.items()],
+                        _distinct([Corpus(name, read(name, batch)[0], weight) for name, weight in p.weights.items()]),
                     )
                     for p in phases
                 ],
@@ -203,3 +207,18 @@ class PackedTokens(IndexedSpec):
             PackedWindowSource(train.documents, train.plan, count=cut, positions=self.positions),
             PackedWindowSource(train.documents, train.plan, first=cut, positions=self.positions),
         )
+
+
+def _distinct(corpora: list[Corpus]) -> list[Corpus]:
+    """Refuses one corpus named twice (two spellings of a path, or a copy): a mixture shuffles a corpus by
+    what it holds, so both names would read every window in step, twice in the same batches."""
+    seen: dict[str, str] = {}
+    for corpus in corpora:
+        content = describe(describe_source(corpus.source))
+        if content in seen:
+            raise ValueError(
+                f"PackedTokens: {seen[content]} and {corpus.name} are one corpus (they hold the same windows), "
+                "which the mixture would read twice in step; name it once, with the sum of the two weights"
+            )
+        seen[content] = corpus.name
+    return corpora

@@ -221,7 +221,11 @@ class TokenBytes:
         which a packed batch, slicing every piece of every window, pays hundreds of times."""
         ids = self._arrays.get(shard)
         if ids is None:
-            ids = self._arrays[shard] = self._map(shard).view(np.ndarray)
+            # An empty shard (tokenize writes one where a document spans a shard's whole share) holds no
+            # bytes to check and none to map: mmap refuses a 0-byte file, so a span across it read nothing.
+            empty = int(self.ends[shard]) == self._base(shard)
+            ids = np.zeros(0, dtype=self.dtype) if empty else self._map(shard).view(np.ndarray)
+            self._arrays[shard] = ids
         return ids
 
     def _windows(self, shard: int, length: int) -> np.ndarray:
