@@ -221,3 +221,11 @@ def test_ramped_packed_phases_over_real_corpora_resume_exactly(tmp_path_factory,
     )
     run = ramped(spec.load(batch=4), Ramp(start=2, increment=2, samples=6))
     assert_resume_exact(run.train, steps=9, stop_at=stop_at, count_before=shares, count_after=new_shares)
+
+
+@pytest.mark.parametrize("weights", [[1.0, 1e-320], [1e308, 1e-308], [1.0, 5e-7]])
+def test_weights_too_far_apart_for_a_period_are_refused_by_name(weights) -> None:
+    """A subnormal weight passed validation (finite, above zero) and then overflowed rounding the weights
+    to integers: an OverflowError naming nothing. Weights more than a period apart are refused saying so."""
+    with pytest.raises(ValueError, match=r"mixture weights .* are more than 1048576 apart"):
+        MixtureOrder(corpora([3, 3], weights), seed=0)

@@ -70,7 +70,13 @@ class Corpus:
 def integer_weights(weights: Sequence[float]) -> tuple[int, ...]:
     """The weights as the smallest integers in the same proportions, to a hundredth of the smallest."""
     smallest = min(weights)
-    scaled = [max(1, round(_PRECISION * w / smallest)) for w in weights]
+    ratios = [w / smallest for w in weights]  # inf for a weight past 1e308 times the smallest
+    if not all(r <= _MAX_PERIOD for r in ratios):  # the period would hold more than _MAX_PERIOD records
+        raise ValueError(
+            f"mixture weights {tuple(weights)} are more than {_MAX_PERIOD} apart, which needs a period of more "
+            f"than {_MAX_PERIOD} records; use weights closer together"
+        )
+    scaled = [max(1, round(_PRECISION * r)) for r in ratios]
     common = math.gcd(*scaled)
     return tuple(s // common for s in scaled)
 
