@@ -230,3 +230,19 @@ def test_one_corpus_named_twice_in_a_mixture_is_refused(corpus) -> None:
     spec = PackedTokens(path={corpus: 1.0, f"{corpus}/": 2.0}, seq_len=15, val_batches=0, loading=SERIAL)
     with pytest.raises(ValueError, match="are one corpus"):
         spec.load(batch=4)
+
+
+def test_a_mixture_whose_corpora_part_have_a_val_split_is_refused_without_a_hold_out(tmp_path) -> None:
+    """With val_batches=None a corpus without a val split gives no validation windows. Dataset.val was then
+    silently None, dropping the other corpus's val split too; validating on that one alone would score
+    another mixture than the one trained. It is refused naming the corpus; a number of batches, or 0, reads."""
+    with_val = write_corpus(str(tmp_path / "a"), {"train": documents(40, seed=1), "val": documents(8, seed=2)})
+    without = write_corpus(str(tmp_path / "b"), {"train": documents(40, seed=3)})
+    mixture = {with_val: 1.0, without: 1.0}
+    with pytest.raises(ValueError, match=rf"{without}: no val split, and val_batches=None"):
+        PackedTokens(path=mixture, seq_len=8, val_batches=None, loading=SERIAL).load(batch=4)
+    assert PackedTokens(path=mixture, seq_len=8, val_batches=0, loading=SERIAL).load(batch=4).val is None
+    held = PackedTokens(path=mixture, seq_len=8, val_batches=1, loading=SERIAL).load(batch=4).val
+    assert held is not None and held.steps == 1
+    alone = PackedTokens(path=with_val, seq_len=8, val_batches=None, loading=SERIAL).load(batch=4).val
+    assert alone is not None  # one corpus with a val split scores all of it

@@ -182,6 +182,15 @@ class PackedTokens(IndexedSpec):
         val_sources = [(name, read(name, batch)[1], weight) for name, weight in phases[0].weights.items()]
         val: Any = None
         held = [(name, source, weight) for name, source, weight in val_sources if source is not None]
+        if held and len(held) < len(val_sources) and self.val_batches != 0:
+            # Validating on the corpora that have a val split alone would score another mixture than the
+            # one trained; leaving Dataset.val None would drop theirs without a word.
+            missing = ", ".join(name for name, source, _ in val_sources if source is None)
+            raise ValueError(
+                f"{missing}: no val split, and val_batches=None holds none out of its train split, while the "
+                "mixture's other corpora have one; set val_batches to a number of batches to hold out, or 0 "
+                "to train without validation"
+            )
         if len(held) == len(val_sources):
             val = MixtureOrder([Corpus(n, s, w) for n, s, w in held], None)
             val = val.corpora[0].source if len(val_sources) == 1 else val
