@@ -148,9 +148,12 @@ def test_a_corpus_without_an_eos_shows_no_documents_nor_a_packing_and_is_never_r
     assert summary.splits["train"]["records"] == 3000 and total > 1 << 17
     assert summary.documents == {} and summary.lengths == [] and summary.packing == {}
     assert spans and max(spans) < total
-    assert cli.main(["inspect", corpus, "--seq_len", "8"]) == 0
+    report = tmp_path / "report.html"
+    assert cli.main(["inspect", corpus, "--seq_len", "8", "--html", str(report)]) == 0
     text = capsys.readouterr().out
     assert "no eos id" in text and "train documents" not in text and "packing at" not in text
+    page = report.read_text()  # its sample is headed as what it is, not as "document 0"
+    assert "Head of the stream" in page and "document 0" not in page
 
 
 def test_a_mixture_plan_names_a_corpus_changed_since_it_was_planned(

@@ -306,10 +306,13 @@ def _samples(summary: Summary) -> str:
     if summary.kind != "tokens" or not summary.samples:
         return ""
     shown = []
+    bounded = summary.section.get("eos_id") is not None  # without an eos a sample is the stream's head
     for i, sample in enumerate(summary.samples):
         body = sample["text"] if sample["text"] is not None else f"ids {sample['ids']}"
-        shown.append(f"<h3>document {i} · {sample['tokens']:,} tokens</h3><pre class='sample'>{escape(body)}</pre>")
-    return f"<section><h2>First documents</h2>{''.join(shown)}</section>"
+        title = f"document {i}" if bounded else "the stream's head (no eos: no document boundaries)"
+        shown.append(f"<h3>{title} · {sample['tokens']:,} tokens</h3><pre class='sample'>{escape(body)}</pre>")
+    heading = "First documents" if bounded else "Head of the stream"
+    return f"<section><h2>{heading}</h2>{''.join(shown)}</section>"
 
 
 def _mixture(summary: Summary) -> str:
