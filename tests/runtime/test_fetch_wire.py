@@ -79,6 +79,8 @@ class LyingServer:
                         self.log.append((time.monotonic(), "refused"))
                     elif behaviour == "overlong":  # its own body, then a whole second answer nobody asked for
                         conn.sendall(_response(body, extra=_response(b"image smuggled")))
+                    elif behaviour == "empty_gzip":  # a 200 with nothing in it, its coding named all the same
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n")
                     elif behaviour == "drip":
                         for byte in _response(body):
                             if self.stopping.wait(DRIP_SECONDS):
@@ -103,6 +105,14 @@ def test_bytes_past_a_content_length_never_reach_the_next_url(server: LyingServe
     with Fetcher(timeout=5.0, retries=0) as fetcher:
         for i in range(6):
             assert fetcher.get(server.url("overlong" if i % 2 else "exact", i)) == b"image %d" % i
+
+
+def test_an_empty_body_in_a_content_coding_is_no_image_and_asked_once(server: LyingServer) -> None:
+    """An empty 200 marked gzip was a body that "ends inside its stream": http_error, asked again and again
+    (and refetched by every ingest rerun). Empty is empty, whatever coding it names, as a browser reads it."""
+    with Fetcher(timeout=5.0, retries=2) as fetcher, pytest.raises(Dropped, match="no_image: the response is empty"):
+        fetcher.get(server.url("empty_gzip", 0))
+    assert [what for _, what in server.log] == ["/empty_gzip/0"]
 
 
 def test_a_dripping_server_is_cut_off_at_the_deadline(server: LyingServer) -> None:

@@ -247,6 +247,8 @@ def decoded(response: Response, body: bytes, limit: int) -> bytes:
     """The body with its Content-Encoding undone (gzip, deflate; identity is none), as a browser undoes it: what
     the server sent compressed is never taken for the image. Unsupported for another coding, Broken when the
     compressed stream is malformed, cut short or followed by bytes, Oversize past `limit` decoded bytes."""
+    if not body:  # nothing was sent, in any coding: an empty answer, as a browser reads it
+        return body
     codings = [t.strip().lower() for value in response.all("content-encoding") for t in value.split(",")]
     for coding in reversed([c for c in codings if c and c != "identity"]):
         if coding in ("gzip", "x-gzip"):
