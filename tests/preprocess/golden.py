@@ -194,7 +194,8 @@ def _run_jobs(root: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
 
     out["tokenize-byte"] = root / "tokens-byte"
-    byte = ["--input", str(text / "*"), "--output", str(out["tokenize-byte"]), "--num_shards", "2"]
+    # With an eos after every document (--pack): plan-mixture below refuses a corpus without one.
+    byte = ["--input", str(text / "*"), "--output", str(out["tokenize-byte"]), "--num_shards", "2", "--pack"]
     _quietly(tokenize_job.main, byte)
     out["tokenize-bpe-pack"] = root / "tokens-bpe"
     bpe = ["--input", str(text / "*"), "--output", str(out["tokenize-bpe-pack"]), "--tokenizer", tokenizer]
