@@ -12,6 +12,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from dew.preprocess import document_rows
 from dew.preprocess.read_documents import BadInputError, ReadDocuments, ReadOptions, merge_tallies
 from dew.preprocess.tokenizing import Tokenize, describe_tokenizer
 
@@ -115,3 +116,22 @@ def test_tokenize_appends_eos_and_keeps_keys(tmp_path: Path) -> None:
         out = p | beam.Create(texts) | Tokenize(info, batch_size=7) | beam.MapTuple(lambda k, ids: (k, ids.tolist()))
         assert_that(out, equal_to(want))
     assert info.dtype == np.uint16 and (info.eos_id, info.vocab_size) == (256, 257)
+
+
+def test_a_txt_line_keeps_every_character_but_its_line_break(tmp_path) -> None:
+    """Line mode strips a line's break, "\\n" or "\\r\\n", and nothing of the document: rstrip("\\r\\n") also
+    took a carriage return that was the line's own ("a\\r\\r\\n" read as "a"), and a line that held
+    only one was dropped as empty."""
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"a\r\r\nplain\nwindows\r\n\r\r\n\nlast\r")
+    with open(path, "rb") as raw:
+        rows = list(document_rows.DocumentRows(str(path), document_rows.ReadOptions(txt_documents="line")).read(raw))
+    assert [(row, text) for row, text, _ in rows] == [
+        (0, "a\r"),
+        (1, "plain"),
+        (2, "windows"),
+        (3, "\r"),
+        (4, None),
+        (5, "last"),
+    ]
+    assert rows[4][2] == "empty"

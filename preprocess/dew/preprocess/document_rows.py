@@ -173,7 +173,7 @@ class DocumentRows:
             if line is None:
                 yield row, None, TOO_LONG
             elif self.kind == "txt":
-                yield (row, *self._text(line.rstrip(b"\r\n")))
+                yield (row, *self._text(_without_break(line)))
             else:
                 yield (row, *self._json(line))
 
@@ -350,3 +350,10 @@ def decompressed(raw: Any, compression: str, *, label: str | None = None) -> Ite
         raise DamagedInput(TRUNCATED_INPUT, f"{label or compression}: {error}") from error
     except (gzip.BadGzipFile, zlib.error) as error:  # not gzip, bad deflate data, CRC or length mismatch
         raise DamagedInput(CORRUPT_INPUT, f"{label or 'gzip'}: {error}") from error
+
+
+def _without_break(line: bytes) -> bytes:
+    """A line without its break, "\n" or "\r\n": a "\r" before that is the document's own."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return line[:-1] if line.endswith(b"\r") else line
