@@ -185,6 +185,21 @@ def test_from_grain_share_pipeline_keeps_its_share_state() -> None:
     again.close()
 
 
+def test_from_grain_a_share_training_pipeline_that_ends_is_named_and_its_validation_pass_just_ends() -> None:
+    # A Dataset's training stream is endless; a share pipeline that runs dry must not end a run quietly
+    # (a trainer's next() would get a bare StopIteration, a for loop would stop as if the run were done).
+    def share(partition: DataPartition) -> grain.IterDataset:
+        return numbers(20)[partition.index :: partition.count].to_iter_dataset()
+
+    data = Dataset.from_grain(share, batch=4, validation=share, loading=SERIAL)
+    with data.train(DataPartition(index=1, count=2)) as stream:
+        assert [next(stream).tolist() for _ in range(5)] == [[1, 3], [5, 7], [9, 11], [13, 15], [17, 19]]
+        with pytest.raises(RuntimeError, match=r"training pipeline of share 1 of 2 ran out after 5 batches.*repeat"):
+            next(stream)
+    with data.val(DataPartition(index=1, count=2)) as stream:
+        assert len(list(stream)) == 5  # a validation pass is one pass, which ends by itself
+
+
 def test_a_foreign_position_is_refused_naming_what_changed() -> None:
     one = global_dataset(train=np.arange(10), val=None, batch=2, seed=0, loading=SERIAL, val_batches=None)
     other = global_dataset(train=np.arange(11), val=None, batch=2, seed=0, loading=SERIAL, val_batches=None)

@@ -133,7 +133,8 @@ class Dataset:
         into the reader's share, whole batches only, and saved as one global record count (shuffle it
         yourself; the stream adds no shuffle of its own). A function from a partition to that share's
         IterDataset is batched where it is and saves Grain's own iterator state, which resumes only on
-        a reader of the same share. records defaults to a MapDataset's length.
+        a reader of the same share; its training pipeline has to repeat itself, since one that runs dry
+        is an error rather than the end of an endless stream. records defaults to a MapDataset's length.
         """
         import grain
 
@@ -209,7 +210,8 @@ def _grain_reader(ds: Any, batch: int, loading: Loading, *, endless: bool) -> Re
             )
         return GlobalReader(OnePass(ds), Schedule.flat(batch), loading, steps=len(ds) // batch)
     if callable(ds):
-        return ShareReader(ds, batch, loading, {"grain": getattr(ds, "__qualname__", type(ds).__name__)})
+        reads = {"grain": getattr(ds, "__qualname__", type(ds).__name__)}
+        return ShareReader(ds, batch, loading, reads, endless=endless)
     raise TypeError(f"from_grain takes a MapDataset or a function partition -> IterDataset, got {type(ds).__name__}")
 
 
