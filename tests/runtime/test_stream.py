@@ -146,6 +146,13 @@ def test_from_grain_map_dataset_is_a_global_stream() -> None:
     ds = numbers(30).map(lambda i: {"x": np.array([i])})
     data = Dataset.from_grain(ds, batch=6, loading=SERIAL)
     assert data.records == 30 and data.steps_per_epoch == 5
+    # A dataset repeated before it was handed over has no pass of its own to count: records is the
+    # caller's to give, and without it the run has no epoch rather than one of 2**63 - 1 records.
+    endless = Dataset.from_grain(ds.repeat(), batch=6, loading=SERIAL)
+    assert endless.records is None
+    with pytest.raises(ValueError, match="no record count"):
+        endless.epoch_steps()
+    assert Dataset.from_grain(ds.repeat(), batch=6, loading=SERIAL, records=30).steps_per_epoch == 5
 
 
 @given(

@@ -134,13 +134,15 @@ class Dataset:
         yourself; the stream adds no shuffle of its own). A function from a partition to that share's
         IterDataset is batched where it is and saves Grain's own iterator state, which resumes only on
         a reader of the same share; its training pipeline has to repeat itself, since one that runs dry
-        is an error rather than the end of an endless stream. records defaults to a MapDataset's length.
+        is an error rather than the end of an endless stream. records defaults to a MapDataset's length,
+        and to None (no epoch) for one already repeated, whose length is no pass.
         """
         import grain
 
         validate.positive_int("Dataset.from_grain(batch=)", batch)
         loading = loading.started()
-        if isinstance(train, grain.MapDataset) and records is None:
+        # A dataset repeated for ever reports sys.maxsize, which is no pass: then the caller gives one.
+        if isinstance(train, grain.MapDataset) and records is None and len(train) < sys.maxsize:
             records = len(train)
         return cls(
             train=_grain_reader(train, batch, loading, endless=True),
