@@ -118,3 +118,30 @@ def test_a_hub_dataset_behind_an_unreachable_hub_is_named_with_the_way_to_its_ca
         "dew.data.reach.Unreachable: hf dataset 'nobody/no-such-urls' is no local path, and the hub "
         f"(HF_DATASETS_OFFLINE=1 reads a cached copy): cannot reach 127.0.0.1:{port}: the connection was refused"
     )
+
+
+def test_the_reference_pages_bare_hub_name_behind_an_unreachable_hub_says_one_line(tmp_path) -> None:
+    # load("hf/wiki", ...) is the page's own example: a name without an org is a hub dataset too, unless
+    # it is one of the library's packaged builders (json, parquet, ...), which need no hub at all.
+    port = closed_port()
+    done = run(
+        "from dew.data import HFOptions, load; load('hf/wiki', batch=32, options=HFOptions(config='20231101.en'))",
+        HF_ENDPOINT=f"http://127.0.0.1:{port}",
+        HF_HOME=str(tmp_path),
+    )
+    assert last_line(done) == (
+        "dew.data.reach.Unreachable: hf dataset 'wiki' is no local path, and the hub "
+        f"(HF_DATASETS_OFFLINE=1 reads a cached copy): cannot reach 127.0.0.1:{port}: the connection was refused"
+    )
+
+
+def test_a_packaged_builder_name_never_asks_the_hub(tmp_path) -> None:
+    port = closed_port()
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    done = run(
+        "from dew.data import HFOptions; "
+        f"print(len(HFOptions(data_files={str(tmp_path / 'a.jsonl')!r}).load('json', 'train', streaming=False)))",
+        HF_ENDPOINT=f"http://127.0.0.1:{port}",
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr

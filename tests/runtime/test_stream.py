@@ -146,6 +146,13 @@ def test_from_grain_map_dataset_is_a_global_stream() -> None:
     ds = numbers(30).map(lambda i: {"x": np.array([i])})
     data = Dataset.from_grain(ds, batch=6, loading=SERIAL)
     assert data.records == 30 and data.steps_per_epoch == 5
+    # A dataset repeated before it was handed over has no pass of its own to count: records is the
+    # caller's to give, and without it the run has no epoch rather than one of 2**63 - 1 records.
+    endless = Dataset.from_grain(ds.repeat(), batch=6, loading=SERIAL)
+    assert endless.records is None
+    with pytest.raises(ValueError, match="no record count"):
+        endless.epoch_steps()
+    assert Dataset.from_grain(ds.repeat(), batch=6, loading=SERIAL, records=30).steps_per_epoch == 5
 
 
 @given(
@@ -183,6 +190,21 @@ def test_from_grain_share_pipeline_keeps_its_share_state() -> None:
         ramped(data, Ramp(start=4, increment=4, samples=8))
     stream.close()
     again.close()
+
+
+def test_from_grain_a_share_training_pipeline_that_ends_is_named_and_its_validation_pass_just_ends() -> None:
+    # A Dataset's training stream is endless; a share pipeline that runs dry must not end a run quietly
+    # (a trainer's next() would get a bare StopIteration, a for loop would stop as if the run were done).
+    def share(partition: DataPartition) -> grain.IterDataset:
+        return numbers(20)[partition.index :: partition.count].to_iter_dataset()
+
+    data = Dataset.from_grain(share, batch=4, validation=share, loading=SERIAL)
+    with data.train(DataPartition(index=1, count=2)) as stream:
+        assert [next(stream).tolist() for _ in range(5)] == [[1, 3], [5, 7], [9, 11], [13, 15], [17, 19]]
+        with pytest.raises(RuntimeError, match=r"training pipeline of share 1 of 2 ran out after 5 batches.*repeat"):
+            next(stream)
+    with data.val(DataPartition(index=1, count=2)) as stream:
+        assert len(list(stream)) == 5  # a validation pass is one pass, which ends by itself
 
 
 def test_a_foreign_position_is_refused_naming_what_changed() -> None:

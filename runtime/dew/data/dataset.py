@@ -133,13 +133,16 @@ class Dataset:
         into the reader's share, whole batches only, and saved as one global record count (shuffle it
         yourself; the stream adds no shuffle of its own). A function from a partition to that share's
         IterDataset is batched where it is and saves Grain's own iterator state, which resumes only on
-        a reader of the same share. records defaults to a MapDataset's length.
+        a reader of the same share; its training pipeline has to repeat itself, since one that runs dry
+        is an error rather than the end of an endless stream. records defaults to a MapDataset's length,
+        and to None (no epoch) for one already repeated, whose length is no pass.
         """
         import grain
 
         validate.positive_int("Dataset.from_grain(batch=)", batch)
         loading = loading.started()
-        if isinstance(train, grain.MapDataset) and records is None:
+        # A dataset repeated for ever reports sys.maxsize, which is no pass: then the caller gives one.
+        if isinstance(train, grain.MapDataset) and records is None and len(train) < sys.maxsize:
             records = len(train)
         return cls(
             train=_grain_reader(train, batch, loading, endless=True),
@@ -209,7 +212,8 @@ def _grain_reader(ds: Any, batch: int, loading: Loading, *, endless: bool) -> Re
             )
         return GlobalReader(OnePass(ds), Schedule.flat(batch), loading, steps=len(ds) // batch)
     if callable(ds):
-        return ShareReader(ds, batch, loading, {"grain": getattr(ds, "__qualname__", type(ds).__name__)})
+        reads = {"grain": getattr(ds, "__qualname__", type(ds).__name__)}
+        return ShareReader(ds, batch, loading, reads, endless=endless)
     raise TypeError(f"from_grain takes a MapDataset or a function partition -> IterDataset, got {type(ds).__name__}")
 
 

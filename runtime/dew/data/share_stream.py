@@ -30,8 +30,12 @@ class ShareStream:
         reads: Mapping[str, Any],
         *,
         from_workers: bool = False,
+        endless: bool = False,
     ):
         self.partition, self.reads = partition, dict(reads)
+        # A training stream is endless by contract: one whose pipeline runs dry says so rather than
+        # stopping, which a trainer would take for a bare StopIteration or a loop that is done.
+        self.endless, self._batches = endless, 0
         # Grain's close waits out what its iterator started, so there are no reads of ours to wait for.
         self._started = Started(iterator, from_workers=from_workers, rows=None, stop_seconds=0.0)
         self._finalizer = weakref.finalize(self, self._started.close)
@@ -40,7 +44,19 @@ class ShareStream:
         return self
 
     def __next__(self) -> Any:
-        return next(self._started)
+        try:
+            batch = next(self._started)
+        except StopIteration:
+            if not self.endless:
+                raise
+            share = f"share {self.partition.index} of {self.partition.count}"
+            raise RuntimeError(
+                f"the training pipeline of {share} ran out after {self._batches} batches, and a training "
+                "stream is endless: repeat its records before they become the share's IterDataset "
+                "(MapDataset.repeat() before to_iter_dataset()), or hand over the MapDataset itself"
+            ) from None
+        self._batches += 1
+        return batch
 
     @property
     def _iterator(self) -> grain.DatasetIterator:
@@ -89,6 +105,8 @@ class ShareReader:
     batch: int
     loading: Loading
     reads: Mapping[str, Any]
+    # A training reader: a pipeline that ends is an error rather than the end of the stream.
+    endless: bool = False
 
     def __repr__(self) -> str:
         return f"ShareReader(batch={self.batch}, workers={self.loading.workers}, reads={position.describe(self.reads)})"
@@ -98,4 +116,4 @@ class ShareReader:
         ds = self.build(partition).batch(partition.rows(self.batch), drop_remainder=True)
         if self.loading.workers:
             ds = workers.prefetch(ds, self.loading)
-        return ShareStream(iter(ds), partition, self.reads, from_workers=self.loading.workers > 0)
+        return ShareStream(iter(ds), partition, self.reads, from_workers=self.loading.workers > 0, endless=self.endless)

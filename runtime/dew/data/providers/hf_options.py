@@ -108,7 +108,7 @@ class HFOptions:
                 f"{path} holds no dataset written by save_to_disk (no dataset_dict.json or state.json there); "
                 "a remote source is read as a save_to_disk directory"
             )
-        hub = "/" in path and reach.is_hub_id(path) and not os.path.exists(path)
+        hub = reach.is_hub_id(path) and not os.path.exists(path) and not _packaged(path)
         if hub and not reach.offline("HF_DATASETS_OFFLINE"):
             # load_dataset retries an unreachable hub for a minute, then ends in a traceback of its own.
             reach.ensure(
@@ -142,6 +142,16 @@ class HFOptions:
         splits = dict(loaded) if several else {str(loaded.split or "train"): loaded}
         chosen = splits[split] if split in splits else _expression(split, splits, path, several=several)
         return chosen.to_iterable_dataset() if streaming else chosen
+
+
+def _packaged(path: str) -> bool:
+    """Whether `path` names one of the library's own builders (json, parquet, ...), read without the hub.
+
+    Any other name without a slash ("wiki", the reference page's example) is a hub dataset like "org/name".
+    """
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    return path in _PACKAGED_DATASETS_MODULES or path.endswith(".py")
 
 
 def _expression(split: str, splits: Mapping[str, Any], path: str, *, several: bool) -> Any:
