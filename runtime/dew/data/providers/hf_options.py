@@ -149,9 +149,45 @@ def _packaged(path: str) -> bool:
 
     Any other name without a slash ("wiki", the reference page's example) is a hub dataset like "org/name".
     """
-    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+    try:  # a private table of datasets': its builders' names, should a release move it
+        from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as builders
+    except ImportError:
+        builders = _BUILDERS
+    return path in builders or path.endswith(".py")
 
-    return path in _PACKAGED_DATASETS_MODULES or path.endswith(".py")
+
+# The builders datasets 5 ships (datasets.packaged_modules), for a release that moves its table.
+_BUILDERS = frozenset(
+    {
+        "arrow",
+        "audiofolder",
+        "conll",
+        "csv",
+        "eval",
+        "fasta",
+        "fastq",
+        "genbank",
+        "harbor",
+        "hdf5",
+        "iceberg",
+        "imagefolder",
+        "json",
+        "lance",
+        "meshfolder",
+        "mmcif",
+        "niftifolder",
+        "pandas",
+        "parquet",
+        "pdb",
+        "pdffolder",
+        "text",
+        "tsfile",
+        "videofolder",
+        "vortex",
+        "webdataset",
+        "xml",
+    }
+)
 
 
 def _expression(split: str, splits: Mapping[str, Any], path: str, *, several: bool) -> Any:
