@@ -52,9 +52,24 @@ TOO_SMALL = "too_small"
 BAD_ASPECT = "bad_aspect"
 FLAT_COLOUR = "flat_colour"
 TOO_MANY_PIXELS = "too_many_pixels"
-REASONS = (UNDECODABLE, TRUNCATED, CORRUPT_SCAN, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
+UNENCODABLE = "unencodable"  # decoded and kept by the rules, but longer than the encoding asked for holds
+REASONS = (
+    UNDECODABLE,
+    TRUNCATED,
+    CORRUPT_SCAN,
+    NOT_RGB,
+    TOO_SMALL,
+    BAD_ASPECT,
+    FLAT_COLOUR,
+    TOO_MANY_PIXELS,
+    UNENCODABLE,
+)
 
 ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
+# The longest side each encoder writes: WebP's 14-bit sides, libjpeg's JPEG_MAX_DIMENSION (the format's
+# 16 bits less a margin), libpng's default user limit. A longer image is UNENCODABLE, checked before
+# OpenCV is called (which would only return False, and log an error).
+MAX_SIDES = {"jpeg": 65_500, "webp": 16_383, "png": 1_000_000}
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
 MAX_PIXELS = 89_478_485
 # What Pillow's plugins raise on damaged or unsupported bytes besides OSError: Image.open's own list of format
@@ -325,12 +340,17 @@ def square(pixels: np.ndarray, size: int) -> np.ndarray:
 
 
 def encode(pixels: np.ndarray, encoding: str, quality: int = 95) -> bytes:
-    """uint8 RGB pixels as a JPEG, PNG or WebP file's bytes."""
+    """uint8 RGB pixels as a JPEG, PNG or WebP file's bytes; ImageRejected (UNENCODABLE) for an image the
+    encoding cannot hold (a side over MAX_SIDES), which drops that one image, never the job writing it."""
     cv2 = require("cv2", for_what="encoding images")
     if encoding not in ENCODINGS:
         raise ValueError(f"image encoding {encoding!r} is not one of {ENCODINGS}")
     if not 1 <= quality <= 100:
         raise ValueError(f"image quality must be in 1..100, got {quality}")
+    height, width = pixels.shape[:2]
+    if max(height, width) > MAX_SIDES[encoding]:
+        most = MAX_SIDES[encoding]
+        raise ImageRejected(UNENCODABLE, f"a {width} × {height} image: {encoding} holds at most {most} px a side")
     params = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality],
         "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],
@@ -339,5 +359,5 @@ def encode(pixels: np.ndarray, encoding: str, quality: int = 95) -> bytes:
     # RGB to the BGR OpenCV encodes, as one pass into a new contiguous array.
     ok, data = cv2.imencode(f".{encoding}", cv2.cvtColor(np.ascontiguousarray(pixels), cv2.COLOR_RGB2BGR), params)
     if not ok:
-        raise ValueError(f"OpenCV could not encode a {pixels.shape} image as {encoding}")
+        raise ImageRejected(UNENCODABLE, f"OpenCV could not encode a {width} × {height} image as {encoding}")
     return data.tobytes()
