@@ -1,10 +1,12 @@
-"""The images job against inputs that change under it: a file gone between the launcher's listing and the
-worker's read is one dropped image, never a failed job, never called a pipe."""
+"""The images job against inputs that change under it or spell one text two ways: a file gone between the
+launcher's listing and the worker's read is one dropped image, never a failed job, never called a pipe;
+a class folder's name is one label however its Unicode is composed."""
 
 from __future__ import annotations
 
 import json
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from dew.pipelines import images_job
 from dew.preprocess import files
 from tests.preprocess.photos import good_images
-from tests.preprocess.test_images_job import IN_MEMORY
+from tests.preprocess.test_images_job import IN_MEMORY, read_records
 
 pytest.importorskip("cv2")
 pytest.importorskip("skimage.data")
@@ -75,3 +77,15 @@ def test_a_file_gone_between_its_checks_and_its_read_is_dropped_not_the_job(
     monkeypatch.setattr(files, name, check_then_delete)
     _run(tmp_path / "out", "--input", str(tmp_path / "in"), *(["--caption_sidecar"] if sidecar else []))
     assert _dropped(tmp_path / "out") == {"missing_field" if sidecar else "missing_image": 1}
+
+
+def test_a_class_folder_named_in_nfd_gives_the_nfc_label_a_folder_named_in_nfc_gives(tmp_path: Path) -> None:
+    """`café` spelt with a combining accent (as macOS's HFS+ stores names) and precomposed are one text: they
+    were two labels, b'cafe\\xcc\\x81' and b'caf\\xc3\\xa9', two classes to a model that read them the same."""
+    nfd, nfc = unicodedata.normalize("NFD", "café"), unicodedata.normalize("NFC", "café")
+    assert nfd != nfc
+    _tree(tmp_path / "in", {nfd: ["astronaut.jpg", "coffee.png"], nfc: ["rocket.webp"], "cat": ["coins.png"]})
+    _run(tmp_path / "out", "--input", str(tmp_path / "in"), "--caption_template", "a {label}: {stem}")
+    records = read_records(tmp_path / "out")
+    assert sorted(r["label"] for r in records) == sorted([nfc.encode()] * 3 + [b"cat"])
+    assert all(r["caption"].decode() == unicodedata.normalize("NFC", r["caption"].decode()) for r in records)

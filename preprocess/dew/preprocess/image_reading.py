@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import unicodedata
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -225,7 +226,8 @@ class ReadSource(beam.DoFn):
             except Vanished:
                 return None, {}, MISSING_FIELD
         else:
-            caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
+            text = self.options.caption_template.format(label=source.label, stem=unicodedata.normalize("NFC", stem))
+            caption, reason = text.encode(), None
         if caption is None:  # utf8_field gives no bytes exactly when it gives a reason
             return None, {}, reason
         if not files.exists(source.path):  # listed, then deleted or moved before this worker read it
