@@ -32,6 +32,7 @@ readers), so an image is dropped for the same reasons and resized the same way w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import struct
 import warnings
@@ -80,6 +81,8 @@ _DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.erro
 # ten; each scan is a pass over the image's coefficients, so a small file of many thousand empty scans
 # would hold a worker for minutes (libjpeg-turbo suggests a limit of 500 to its fuzzers).
 MAX_JPEG_SCANS = 1000
+# Formats Pillow decodes by running another program on the file: never opened (see _formats).
+_EXTERNAL = ("EPS",)
 
 
 class ImageRejected(ValueError):
@@ -303,11 +306,21 @@ def _open(data: bytes) -> Any:
         with warnings.catch_warnings():
             # The rules judge the pixel count from the header themselves; Pillow's warning would only repeat it.
             warnings.simplefilter("ignore", pil.DecompressionBombWarning)
-            return pil.open(io.BytesIO(data))
+            return pil.open(io.BytesIO(data), formats=_formats(pil))
     except pil.DecompressionBombError as error:
         raise ImageRejected(TOO_MANY_PIXELS, str(error)) from None
     except (OSError, *_DAMAGE) as error:
         raise ImageRejected(UNDECODABLE, f"{type(error).__name__}: {error}") from None
+
+
+@functools.cache
+def _formats(pil: Any) -> tuple[str, ...]:
+    """Every format Pillow reads, in its own order, but EPS: Pillow renders EPS by running Ghostscript on
+    the file's PostScript, a program from a url or a row run wherever `gs` is installed (and an image
+    there only, undecodable elsewhere). The common formats first (preinit), as Pillow's own open tries them."""
+    pil.preinit()
+    pil.init()
+    return tuple(name for name in pil.ID if name not in _EXTERNAL)
 
 
 def scale_shorter_side(pixels: np.ndarray, size: int) -> np.ndarray:
