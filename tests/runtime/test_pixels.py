@@ -266,3 +266,19 @@ def test_an_eps_file_is_undecodable_and_never_handed_to_ghostscript(tmp_path, mo
     with pytest.raises(ImageRejected):
         pixels.image_size(eps)
     assert not ran.exists()
+
+
+def test_a_damaged_avif_is_undecodable_never_an_error_that_ends_the_job() -> None:
+    """Pillow's AVIF plugin raises RuntimeError for damaged data ("Failed to decode frame 0: Decoding of
+    color planes failed"), which no caller counted: one such row or url ended the images or ingest-urls job."""
+    avif = encoded(data.astronaut()[:64, :64], "AVIF")
+    assert pixels.decode(avif).shape == (64, 64, 3)
+    reasons = set()
+    for at in range(len(avif)):  # every byte zeroed in turn: an image, or dropped with a reason
+        damaged = bytearray(avif)
+        damaged[at] = 0
+        try:
+            pixels.decode(bytes(damaged))
+        except ImageRejected as rejected:
+            reasons.add(rejected.reason)
+    assert pixels.UNDECODABLE in reasons

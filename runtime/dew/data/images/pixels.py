@@ -75,8 +75,9 @@ MAX_SIDES = {"jpeg": 65_500, "webp": 16_383, "png": 1_000_000}
 MAX_PIXELS = 89_478_485
 # What Pillow's plugins raise on damaged or unsupported bytes besides OSError: Image.open's own list of format
 # errors, plus ValueError, EOFError and NotImplementedError (a DDS pixel format it does not know, say). One
-# url's file must be dropped as undecodable, never end the stream or the job that fetched it.
-_DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.error, NotImplementedError)
+# url's file must be dropped as undecodable, never end the stream or the job that fetched it. RuntimeError is
+# what the AVIF plugin raises for damaged data ("Failed to decode frame 0: Decoding of color planes failed").
+_DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.error, NotImplementedError, RuntimeError)
 # Start-of-scan markers past which a JPEG is refused before it is decoded: a progressive image has about
 # ten; each scan is a pass over the image's coefficients, so a small file of many thousand empty scans
 # would hold a worker for minutes (libjpeg-turbo suggests a limit of 500 to its fuzzers).
