@@ -21,7 +21,8 @@ readers), so an image is dropped for the same reasons and resized the same way w
   the rules check (dew.data.images.pixel_buffer): Pillow decodes into a buffer dew converts in place,
   and the flat-colour rule compares uint8 strips, never a float copy of the image. A progressive JPEG
   adds libjpeg's coefficients of the whole image (2 bytes a sample) at any draft scale.
-- orientation: pixels are taken as stored, EXIF orientation not applied, on every path alike.
+- orientation and colour: pixels are taken as stored, EXIF orientation not applied and an ICC profile
+  not either (the values read as sRGB), on every path alike.
 - to RGB: grey, palette, CMYK and 16-bit images are converted (16-bit scaled to 8, not clipped); alpha is
   composited onto white, since transparent pixels hold arbitrary colours a model must not learn.
 - resize: OpenCV, INTER_AREA to shrink and INTER_LANCZOS4 to enlarge (img2dataset's choice); the shorter
