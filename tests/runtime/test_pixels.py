@@ -245,3 +245,40 @@ def test_a_jpeg_of_more_scans_than_the_limit_is_refused_before_it_is_decoded() -
         pixels.decode(at_limit)
     except ImageRejected as error:  # libjpeg may refuse a repeated refinement scan on its own grounds
         assert "scans, more than" not in str(error)
+
+
+def test_an_eps_file_is_undecodable_and_never_handed_to_ghostscript(tmp_path, monkeypatch) -> None:
+    """Pillow renders EPS by running Ghostscript on the file's PostScript: a url's or a row's bytes would
+    run as a program wherever `gs` is installed (and decode there, but be undecodable elsewhere), and a
+    `gs` that fails raised CalledProcessError, which no caller counts. No image path of dew reads EPS."""
+    from PIL import EpsImagePlugin
+
+    ran = tmp_path / "gs-ran"
+    gs = tmp_path / "bin" / "gs"
+    gs.parent.mkdir()
+    gs.write_text(f'#!/bin/sh\n[ "$1" = --version ] && echo 10.02.1 && exit 0\ntouch {ran}\nexit 1\n')
+    gs.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{gs.parent}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr(EpsImagePlugin, "gs_binary", None)  # looked up again, on this PATH
+    eps = encoded(data.astronaut()[:200, :200], "EPS")
+    assert Image.open(io.BytesIO(eps)).format == "EPS"  # what Pillow makes of the bytes unasked
+    assert reason(eps) == pixels.UNDECODABLE
+    with pytest.raises(ImageRejected):
+        pixels.image_size(eps)
+    assert not ran.exists()
+
+
+def test_a_damaged_avif_is_undecodable_never_an_error_that_ends_the_job() -> None:
+    """Pillow's AVIF plugin raises RuntimeError for damaged data ("Failed to decode frame 0: Decoding of
+    color planes failed"), which no caller counted: one such row or url ended the images or ingest-urls job."""
+    avif = encoded(data.astronaut()[:64, :64], "AVIF")
+    assert pixels.decode(avif).shape == (64, 64, 3)
+    reasons = set()
+    for at in range(len(avif)):  # every byte zeroed in turn: an image, or dropped with a reason
+        damaged = bytearray(avif)
+        damaged[at] = 0
+        try:
+            pixels.decode(bytes(damaged))
+        except ImageRejected as rejected:
+            reasons.add(rejected.reason)
+    assert pixels.UNDECODABLE in reasons

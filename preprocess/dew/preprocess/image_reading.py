@@ -8,7 +8,8 @@ path (relative to the row file's directory, or absolute, or gs://) is read from 
 Bad input is counted by reason, as the text reader does (dew.preprocess.read_documents): a row without an
 image, caption or extra field is `missing_field` (so is a caption that is not text, and an extra field
 that is a list or a dict), a caption that is not UTF-8 `invalid_utf8`, a jsonl
-line that is not JSON `malformed_json`, an image path leading nowhere `missing_image`, one naming a
+line that is not JSON `malformed_json`, an image path leading nowhere (or an image file gone by the time
+it is read) `missing_image`, one naming a
 directory, pipe or device `not_a_file` (never opened: a pipe could be read forever), a url no file
 system serves (http://, https://: fetch those with `dew-preprocess ingest-urls`) `remote_path`, a file
 of an image folder in a format dew does not read `unsupported_format` (unopened), one whose path is
@@ -26,6 +27,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import unicodedata
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -126,15 +128,24 @@ class Unreadable(Exception):
     """A local file the job may not open (its permissions): counted as `unreadable`, never read."""
 
 
+class Vanished(Exception):
+    """A local file gone by the time it is opened (deleted or moved after it was listed or checked)."""
+
+
 def read_file(path: str) -> bytes:
-    """A file's bytes; Unreadable for a local file whose permissions refuse the job. Other errors (a
-    bucket's) stay errors: a transient one must fail the run, never drop the file as if it were bad."""
+    """A file's bytes; Unreadable for a local file whose permissions refuse the job, Vanished for one
+    no longer there. Other errors (a bucket's) stay errors: a transient one must fail the run, never
+    drop the file as if it were bad."""
     try:
         return files.read_bytes(path)
     except PermissionError as error:
         if not files.is_local(path):
             raise
         raise Unreadable(str(error)) from None
+    except (FileNotFoundError, NotADirectoryError) as error:
+        if not files.is_local(path):
+            raise
+        raise Vanished(str(error)) from None
 
 
 def _image_path(image: str, base: str) -> tuple[str, Reason]:
@@ -212,10 +223,15 @@ class ReadSource(beam.DoFn):
                 caption, reason = utf8_field(without_bom(read_file(sidecar)).strip())
             except Unreadable:
                 return None, {}, UNREADABLE
+            except Vanished:
+                return None, {}, MISSING_FIELD
         else:
-            caption, reason = self.options.caption_template.format(label=source.label, stem=stem).encode(), None
+            text = self.options.caption_template.format(label=source.label, stem=unicodedata.normalize("NFC", stem))
+            caption, reason = text.encode(), None
         if caption is None:  # utf8_field gives no bytes exactly when it gives a reason
             return None, {}, reason
+        if not files.exists(source.path):  # listed, then deleted or moved before this worker read it
+            return None, {}, MISSING_IMAGE
         if not files.is_regular_file(source.path):
             return None, {}, NOT_A_FILE
         fields = {"caption": caption, **({LABEL: source.label.encode()} if source.label is not None else {})}
@@ -223,6 +239,8 @@ class ReadSource(beam.DoFn):
             return read_file(source.path), fields, None
         except Unreadable:
             return None, {}, UNREADABLE
+        except Vanished:
+            return None, {}, MISSING_IMAGE
 
     def _row(self, values: Mapping[str, Any], base: str) -> tuple[bytes | None, Fields, Reason]:
         options = self.options
@@ -243,6 +261,8 @@ class ReadSource(beam.DoFn):
                 image = read_file(path)
             except Unreadable:
                 return None, {}, UNREADABLE
+            except Vanished:
+                return None, {}, MISSING_IMAGE
         if not isinstance(image, bytes):
             return None, {}, MISSING_FIELD
         return image, fields, None

@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import unicodedata
 from collections.abc import Mapping, Sequence
 
 from apache_beam.io.filesystems import FileSystems
@@ -212,6 +213,9 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
         if any(part.startswith(".") for part in parts):
             continue  # counted above
         in_class = len(parts) == 2
+        # The label is text: a class folder named with combining accents (as macOS's HFS+ stores names)
+        # gives the precomposed spelling a folder named otherwise gives, not a second class.
+        label = unicodedata.normalize("NFC", parts[0])
         if in_class:
             listed.append(item)
         if not files.utf8_name(item.path) and not (_not_image(name) and not _is_image(name)):
@@ -219,11 +223,11 @@ def _folder(root: str, ignored: dict[str, list[str]]) -> tuple[list[tuple[str, s
             if not in_class:
                 listed.append(item)
         elif _is_image(name):
-            (found if in_class else strays).append(("image", item.path, name, parts[0]))
+            (found if in_class else strays).append(("image", item.path, name, label))
         elif _not_image(name):
             ignored.setdefault(NOT_IMAGE, []).append(item.path)
         else:
-            found.append((UNSUPPORTED, item.path, name, parts[0] if in_class else ""))
+            found.append((UNSUPPORTED, item.path, name, label if in_class else ""))
             if not in_class:  # counted in the books, so part of what the output is made from
                 listed.append(item)
     linked, unreadable = _odd_folders(root)

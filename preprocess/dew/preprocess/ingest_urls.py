@@ -138,6 +138,7 @@ _HINTS = {
     "bad_url": "are these http(s) urls?",
     "no_image": "do these urls name images rather than pages?",
     "too_small": "see --min_size",
+    "unencodable": "see --encoding, --resize and --size",
 }
 
 

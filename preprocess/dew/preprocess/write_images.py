@@ -55,6 +55,7 @@ _HINTS = {
     "too_small": "see --min_size",
     "bad_aspect": "see --max_aspect",
     "too_many_pixels": "see --max_pixels",
+    "unencodable": "see --encoding, --resize and --size",
     "missing_field": "see --image_field, --caption_field, --extra_field and --caption_sidecar",
     "invalid_utf8": "is the caption UTF-8?",
     "malformed_json": "is the file jsonl, one JSON object a line?",

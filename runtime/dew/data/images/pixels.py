@@ -21,7 +21,8 @@ readers), so an image is dropped for the same reasons and resized the same way w
   the rules check (dew.data.images.pixel_buffer): Pillow decodes into a buffer dew converts in place,
   and the flat-colour rule compares uint8 strips, never a float copy of the image. A progressive JPEG
   adds libjpeg's coefficients of the whole image (2 bytes a sample) at any draft scale.
-- orientation: pixels are taken as stored, EXIF orientation not applied, on every path alike.
+- orientation and colour: pixels are taken as stored, EXIF orientation not applied and an ICC profile
+  not either (the values read as sRGB), on every path alike.
 - to RGB: grey, palette, CMYK and 16-bit images are converted (16-bit scaled to 8, not clipped); alpha is
   composited onto white, since transparent pixels hold arbitrary colours a model must not learn.
 - resize: OpenCV, INTER_AREA to shrink and INTER_LANCZOS4 to enlarge (img2dataset's choice); the shorter
@@ -32,6 +33,7 @@ readers), so an image is dropped for the same reasons and resized the same way w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import struct
 import warnings
@@ -52,19 +54,37 @@ TOO_SMALL = "too_small"
 BAD_ASPECT = "bad_aspect"
 FLAT_COLOUR = "flat_colour"
 TOO_MANY_PIXELS = "too_many_pixels"
-REASONS = (UNDECODABLE, TRUNCATED, CORRUPT_SCAN, NOT_RGB, TOO_SMALL, BAD_ASPECT, FLAT_COLOUR, TOO_MANY_PIXELS)
+UNENCODABLE = "unencodable"  # decoded and kept by the rules, but longer than the encoding asked for holds
+REASONS = (
+    UNDECODABLE,
+    TRUNCATED,
+    CORRUPT_SCAN,
+    NOT_RGB,
+    TOO_SMALL,
+    BAD_ASPECT,
+    FLAT_COLOUR,
+    TOO_MANY_PIXELS,
+    UNENCODABLE,
+)
 
 ENCODINGS = IMAGE_ENCODINGS  # what the images section allows is what encode() writes
+# The longest side each encoder writes: WebP's 14-bit sides, libjpeg's JPEG_MAX_DIMENSION (the format's
+# 16 bits less a margin), libpng's default user limit. A longer image is UNENCODABLE, checked before
+# OpenCV is called (which would only return False, and log an error).
+MAX_SIDES = {"jpeg": 65_500, "webp": 16_383, "png": 1_000_000}
 # Pillow's own decompression-bomb limit: 89.5 megapixels, about a 9459 × 9459 image.
 MAX_PIXELS = 89_478_485
 # What Pillow's plugins raise on damaged or unsupported bytes besides OSError: Image.open's own list of format
 # errors, plus ValueError, EOFError and NotImplementedError (a DDS pixel format it does not know, say). One
-# url's file must be dropped as undecodable, never end the stream or the job that fetched it.
-_DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.error, NotImplementedError)
+# url's file must be dropped as undecodable, never end the stream or the job that fetched it. RuntimeError is
+# what the AVIF plugin raises for damaged data ("Failed to decode frame 0: Decoding of color planes failed").
+_DAMAGE = (SyntaxError, ValueError, EOFError, IndexError, TypeError, struct.error, NotImplementedError, RuntimeError)
 # Start-of-scan markers past which a JPEG is refused before it is decoded: a progressive image has about
 # ten; each scan is a pass over the image's coefficients, so a small file of many thousand empty scans
 # would hold a worker for minutes (libjpeg-turbo suggests a limit of 500 to its fuzzers).
 MAX_JPEG_SCANS = 1000
+# Formats Pillow decodes by running another program on the file: never opened (see _formats).
+_EXTERNAL = ("EPS",)
 
 
 class ImageRejected(ValueError):
@@ -288,11 +308,21 @@ def _open(data: bytes) -> Any:
         with warnings.catch_warnings():
             # The rules judge the pixel count from the header themselves; Pillow's warning would only repeat it.
             warnings.simplefilter("ignore", pil.DecompressionBombWarning)
-            return pil.open(io.BytesIO(data))
+            return pil.open(io.BytesIO(data), formats=_formats(pil))
     except pil.DecompressionBombError as error:
         raise ImageRejected(TOO_MANY_PIXELS, str(error)) from None
     except (OSError, *_DAMAGE) as error:
         raise ImageRejected(UNDECODABLE, f"{type(error).__name__}: {error}") from None
+
+
+@functools.cache
+def _formats(pil: Any) -> tuple[str, ...]:
+    """Every format Pillow reads, in its own order, but EPS: Pillow renders EPS by running Ghostscript on
+    the file's PostScript, a program from a url or a row run wherever `gs` is installed (and an image
+    there only, undecodable elsewhere). The common formats first (preinit), as Pillow's own open tries them."""
+    pil.preinit()
+    pil.init()
+    return tuple(name for name in pil.ID if name not in _EXTERNAL)
 
 
 def scale_shorter_side(pixels: np.ndarray, size: int) -> np.ndarray:
@@ -325,12 +355,17 @@ def square(pixels: np.ndarray, size: int) -> np.ndarray:
 
 
 def encode(pixels: np.ndarray, encoding: str, quality: int = 95) -> bytes:
-    """uint8 RGB pixels as a JPEG, PNG or WebP file's bytes."""
+    """uint8 RGB pixels as a JPEG, PNG or WebP file's bytes; ImageRejected (UNENCODABLE) for an image the
+    encoding cannot hold (a side over MAX_SIDES), which drops that one image, never the job writing it."""
     cv2 = require("cv2", for_what="encoding images")
     if encoding not in ENCODINGS:
         raise ValueError(f"image encoding {encoding!r} is not one of {ENCODINGS}")
     if not 1 <= quality <= 100:
         raise ValueError(f"image quality must be in 1..100, got {quality}")
+    height, width = pixels.shape[:2]
+    if max(height, width) > MAX_SIDES[encoding]:
+        most = MAX_SIDES[encoding]
+        raise ImageRejected(UNENCODABLE, f"a {width} × {height} image: {encoding} holds at most {most} px a side")
     params = {
         "jpeg": [cv2.IMWRITE_JPEG_QUALITY, quality],
         "webp": [cv2.IMWRITE_WEBP_QUALITY, quality],
@@ -339,5 +374,5 @@ def encode(pixels: np.ndarray, encoding: str, quality: int = 95) -> bytes:
     # RGB to the BGR OpenCV encodes, as one pass into a new contiguous array.
     ok, data = cv2.imencode(f".{encoding}", cv2.cvtColor(np.ascontiguousarray(pixels), cv2.COLOR_RGB2BGR), params)
     if not ok:
-        raise ValueError(f"OpenCV could not encode a {pixels.shape} image as {encoding}")
+        raise ImageRejected(UNENCODABLE, f"OpenCV could not encode a {width} × {height} image as {encoding}")
     return data.tobytes()
