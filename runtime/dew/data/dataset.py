@@ -133,8 +133,8 @@ class Dataset:
         into the reader's share, whole batches only, and saved as one global record count (shuffle it
         yourself; the stream adds no shuffle of its own). A function from a partition to that share's
         IterDataset is batched where it is and saves Grain's own iterator state, which resumes only on
-        a reader of the same share; its training pipeline has to repeat itself, since one that runs dry
-        is an error rather than the end of an endless stream. records defaults to a MapDataset's length,
+        a reader of the same share; its repetition is the caller's too: a training pipeline that runs
+        dry ends the stream, naming the share. records defaults to a MapDataset's length,
         and to None (no epoch) for one already repeated, whose length is no pass.
         """
         import grain

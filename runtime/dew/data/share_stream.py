@@ -33,8 +33,8 @@ class ShareStream:
         endless: bool = False,
     ):
         self.partition, self.reads = partition, dict(reads)
-        # A training stream is endless by contract: one whose pipeline runs dry says so rather than
-        # stopping, which a trainer would take for a bare StopIteration or a loop that is done.
+        # A caller's training pipeline that runs dry ends the stream (on a pod, every reader of every share
+        # at the same step: dew.data.distributed), saying which share ended and after how many batches.
         self.endless, self._batches = endless, 0
         # Grain's close waits out what its iterator started, so there are no reads of ours to wait for.
         self._started = Started(iterator, from_workers=from_workers, rows=None, stop_seconds=0.0)
@@ -50,9 +50,9 @@ class ShareStream:
             if not self.endless:
                 raise
             share = f"share {self.partition.index} of {self.partition.count}"
-            raise RuntimeError(
-                f"the training pipeline of {share} ran out after {self._batches} batches, and a training "
-                "stream is endless: repeat its records before they become the share's IterDataset "
+            raise StopIteration(
+                f"the training pipeline of {share} ended after {self._batches} batches; for an endless "
+                "stream, repeat its records before they become the share's IterDataset "
                 "(MapDataset.repeat() before to_iter_dataset()), or hand over the MapDataset itself"
             ) from None
         self._batches += 1
@@ -105,7 +105,7 @@ class ShareReader:
     batch: int
     loading: Loading
     reads: Mapping[str, Any]
-    # A training reader: a pipeline that ends is an error rather than the end of the stream.
+    # A training reader: a pipeline that ends says so as it ends the stream.
     endless: bool = False
 
     def __repr__(self) -> str:
