@@ -35,7 +35,8 @@ def reference_rgb(image) -> np.ndarray:
     mode = image.mode
     if mode in ("I;16", "I;16L", "I;16B", "I"):
         grey: np.ndarray = np.asarray(image).astype(np.uint32)
-        grey = (grey >> 8) if bool(grey.max(initial=0) > 255) else grey
+        # 16-bit grey is on its format's 0..65535 scale; 32-bit grey ("I") names none, so is guessed.
+        grey = (grey >> 8) if mode != "I" or bool(grey.max(initial=0) > 255) else grey
         return np.repeat(grey.astype(np.uint8)[..., None], 3, axis=2)
     if mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in image.info):
         rgba = np.asarray(image.convert("RGBA")).astype(np.float32)
@@ -71,7 +72,7 @@ def every_mode() -> dict[str, bytes]:
     transparent = palette.copy()
     transparent.info["transparency"] = 7
     wide = (rng.integers(0, 65536, (203, 157))).astype(np.uint16)
-    narrow = (rng.integers(0, 256, (203, 157))).astype(np.uint16)  # 16-bit storage, 8-bit values: not scaled
+    narrow = (rng.integers(0, 256, (203, 157))).astype(np.uint16)  # a dark 16-bit image; as 32-bit, not scaled
     return {
         "rgb png": saved(Image.fromarray(rgb), "PNG"),
         "rgb png interlaced": cv2.imencode(".png", rgb)[1].tobytes(),
@@ -83,7 +84,7 @@ def every_mode() -> dict[str, bytes]:
         "palette with transparency": saved(transparent, "PNG", transparency=7),
         "cmyk jpeg": saved(Image.fromarray(rgb).convert("CMYK"), "JPEG"),
         "16-bit grey png": saved(Image.fromarray(wide), "PNG"),
-        "16-bit grey of 8-bit values": saved(Image.fromarray(narrow), "PNG"),
+        "16-bit grey, dark": saved(Image.fromarray(narrow), "PNG"),
         "16-bit rgb png": cv2.imencode(".png", (rgb.astype(np.uint16) * 257)[..., ::-1])[1].tobytes(),
         "bilevel png": saved(Image.fromarray(grey > 128), "PNG"),
         "grey alpha png": saved(Image.fromarray(np.dstack([grey, grey[::-1]])), "PNG"),

@@ -282,3 +282,19 @@ def test_a_damaged_avif_is_undecodable_never_an_error_that_ends_the_job() -> Non
         except ImageRejected as rejected:
             reasons.add(rejected.reason)
     assert pixels.UNDECODABLE in reasons
+
+
+def test_sixteen_bit_grey_is_read_on_its_own_scale_as_opencv_reads_it() -> None:
+    """A 16-bit PNG's values are sixteenths of 65535: one whose brightest value is 255 is nearly black.
+    dew scaled 16-bit grey down only when some value was over 255, so that image came out bright and one
+    peaking at 256 dark. It now reads every 16-bit grey image as OpenCV does (the top 8 bits)."""
+    import cv2
+    from PIL import Image
+
+    for peak in (255, 256, 65535):
+        grey = np.linspace(0, peak, 64 * 48).astype(np.uint16).reshape(48, 64)
+        buffer = io.BytesIO()
+        Image.fromarray(grey).save(buffer, format="PNG")
+        data = buffer.getvalue()
+        want = cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        np.testing.assert_array_equal(pixels.decode(data), want, err_msg=f"peak {peak}")

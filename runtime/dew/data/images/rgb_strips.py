@@ -43,10 +43,15 @@ def on_white(colour: np.ndarray, alpha: np.ndarray) -> np.ndarray:
 
 
 def grey_range(low: int, high: int, mode: str) -> bool:
-    """Whether grey of this range scales down (some value over 255); refuses 32-bit grey outside 16 bits."""
+    """Whether grey of this range scales down to 8 bits; refuses 32-bit grey outside 16 bits.
+
+    16-bit grey (a PNG's or TIFF's) is on the format's own 0..65535 scale, so it always does, as libpng
+    and OpenCV read it: a dark image stays dark, where guessing from its brightest value turned one
+    that peaks at 255 into a bright picture. 32-bit grey ("I") names no range: it scales down only when
+    some value is over 255."""
     if mode == "I" and (low < 0 or high > 65535):
         raise rejected(f"32-bit grey holds values {low}..{high}, outside the 0..65535 of any grey image")
-    return high > 255
+    return high > 255 if mode == "I" else True
 
 
 def grey_rgb(grey: np.ndarray, scale_down: bool) -> np.ndarray:
