@@ -89,3 +89,24 @@ def test_a_class_folder_named_in_nfd_gives_the_nfc_label_a_folder_named_in_nfc_g
     records = read_records(tmp_path / "out")
     assert sorted(r["label"] for r in records) == sorted([nfc.encode()] * 3 + [b"cat"])
     assert all(r["caption"].decode() == unicodedata.normalize("NFC", r["caption"].decode()) for r in records)
+
+
+def test_a_row_file_gone_after_the_listing_says_so(tmp_path: Path, monkeypatch) -> None:
+    """A jsonl of rows deleted after the launcher listed it was counted as unreadable "(its permissions)",
+    sending the user to check permissions on a file that is not there."""
+    _tree(tmp_path / "in", {"cat": ["astronaut.jpg"]})
+    rows, kept = tmp_path / "rows.jsonl", tmp_path / "kept.jsonl"
+    rows.write_text(json.dumps({"image": "in/cat/astronaut.jpg", "caption": "a photo"}) + "\n")
+    kept.write_text(rows.read_text())
+    listed = images_job.find_sources
+
+    def list_then_delete(patterns):
+        found = listed(patterns)
+        os.remove(rows)
+        return found
+
+    monkeypatch.setattr(images_job, "find_sources", list_then_delete)
+    _run(tmp_path / "out", "--input", str(kept), "--input", str(rows))
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    (named,) = [entry for entry in stats["damaged_inputs"] if entry["path"].endswith("rows.jsonl")]
+    assert named["reason"] == "unreadable" and "gone" in named["error"], named

@@ -200,6 +200,8 @@ class ReadSource(beam.DoFn):
         if problem := files.link_problem(source.path):
             raise DamagedInput(problem, "the symlink leads to no file")
         if source.kind in ("jsonl", "parquet") and files.is_local(source.path) and not os.access(source.path, os.R_OK):
+            if not os.path.lexists(source.path):
+                raise DamagedInput(UNREADABLE, "the file is gone: it was removed or renamed after the job listed it")
             raise DamagedInput(UNREADABLE, "the job may not read the file (its permissions)")
         if source.kind in (UNSUPPORTED, NON_UTF8_NAME):
             yield 0, None, {}, UNSUPPORTED_FORMAT if source.kind == UNSUPPORTED else NON_UTF8_NAME
