@@ -32,7 +32,8 @@ import numpy as np
 
 from dew.data import formats
 from dew.data.formats import Shard, shard_name
-from dew.preprocess import files, progress
+from dew.preprocess import commit, files, progress
+from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, TRAIN
 from dew.preprocess.job_errors import TooManyShardsError
 from dew.preprocess.parked import Parked
@@ -164,13 +165,17 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
         raise
 
 
-def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, *, replace: bool = False) -> Shard:
+def commit_shard(
+    staged: StagedShard, output: str, name: str, fmt: ShardFormat, *, claim: JobIdentity, replace: bool = False
+) -> Shard:
     """Commits a staged shard under its final name and parks its piece lengths; the Shard meta.json records.
 
-    `replace` is for a shard rewritten on purpose; otherwise an earlier attempt's file stays (same bytes).
+    Only while `claim` (this run) holds the output. `replace` is for a shard rewritten on purpose;
+    otherwise an earlier attempt's file stays (same bytes).
     """
     final = files.join(output, name)
     try:
+        commit.check_claim(output, claim)
         staged.checksums.write_blocks(final, output)
         if files.is_local(output):
             files.commit(staged.target, final, replace=replace)
@@ -183,9 +188,10 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
 
 
 class _WriteShard(beam.DoFn):
-    def __init__(self, output: str, fmt: ShardFormat) -> None:
+    def __init__(self, output: str, fmt: ShardFormat, claim: JobIdentity) -> None:
         self.output = output
         self.fmt = fmt
+        self.claim = claim
 
     def setup(self) -> None:
         self.written = beam.metrics.Metrics.counter(NAMESPACE, "shards_written")
@@ -220,7 +226,8 @@ class _WriteShard(beam.DoFn):
             shard = checksums.shard(name, record_count=len(lengths), units=int(lengths.sum()))
             self.skipped.inc()
         else:
-            shard = commit_shard(stage_shard(self.output, name, self.fmt, records), self.output, name, self.fmt)
+            staged = stage_shard(self.output, name, self.fmt, records)
+            shard = commit_shard(staged, self.output, name, self.fmt, claim=self.claim)
             self.written.inc()
         self.records.inc(shard.records)
         yield split, shard
@@ -257,20 +264,29 @@ class WriteShards(beam.PTransform):
     """((split, j), (key, record bytes)) + the shards to write → (split, Shard) for every shard of every split.
 
     `counts` is a singleton side input mapping each split to its shard count: every shard it names is
-    written, empty ones included, so a split always has its full `-of-N` set.
+    written, empty ones included, so a split always has its full `-of-N` set. `claim` is the run's
+    identity: a shard is committed only while it holds the output.
     """
 
-    def __init__(self, output: str, fmt: ShardFormat, counts: beam.pvalue.AsSingleton, label: str | None = None):
+    def __init__(
+        self,
+        output: str,
+        fmt: ShardFormat,
+        counts: beam.pvalue.AsSingleton,
+        claim: JobIdentity,
+        label: str | None = None,
+    ):
         super().__init__(label)
         self.output = output
         self.fmt = fmt
         self.counts = counts
+        self.claim = claim
 
     def expand(self, pieces: beam.PCollection) -> beam.PCollection:
         return (
             pieces
             | "Group" >> GroupByShard(self.counts)
-            | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt), self.counts)
+            | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt, self.claim), self.counts)
         )
 
 

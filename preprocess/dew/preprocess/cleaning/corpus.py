@@ -381,7 +381,7 @@ def _commit(
     *side: Any,
 ) -> Meta:
     meta = build_meta(shards, plan.section(), counts, identity)
-    return commit_checked(plan.output, meta, _finish, plan, *side)
+    return commit_checked(plan.output, meta, _finish, plan, *side, claim=identity)
 
 
 def _finish(

@@ -1,0 +1,51 @@
+"""Jobs stopped dead at chosen points of their commit (tests.preprocess.crash_points, in a subprocess), and
+what the next run, another run beside them, or a reader makes of what they left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.preprocess.test_tokenize_job import IN_MEMORY, listing, tokenize
+
+pytestmark = pytest.mark.beam
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def launch(at: str, job: str, *flags: str, signal_name: str = "SIGSTOP") -> subprocess.Popen[bytes]:
+    """The job in a process of its own, signalled (stopped, by default) at the point `at` names."""
+    path = os.pathsep.join([str(ROOT / "runtime"), str(ROOT / "preprocess"), str(ROOT / "pipelines"), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": path, "DEW_CRASH_SIGNAL": signal_name}
+    command = [sys.executable, "-m", "tests.preprocess.crash_points", at, job, *flags, *IN_MEMORY]
+    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def stopped(process: subprocess.Popen[bytes]) -> None:
+    """Waits until the process has stopped itself at its point (failing if it ended instead)."""
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        raise AssertionError(f"the job ended before its point: {process.stderr.read().decode()[-2000:]}")
+
+
+def resumed(process: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """Lets a stopped process go on; its exit code and stderr."""
+    os.kill(process.pid, signal.SIGCONT)
+    _, err = process.communicate(timeout=300)
+    return process.returncode, err.decode()
+
+
+def test_a_run_whose_output_another_run_took_over_never_commits(text_inputs: Path, tmp_path: Path) -> None:
+    """A job still running when another (--overwrite, other flags) takes its output stops without a commit."""
+    tokenize(text_inputs, tmp_path / "clean", "--num_shards", "2")
+    out = tmp_path / "out"
+    first = launch("@commit.total", "tokenize", "--input", str(text_inputs / "*"), "--output", str(out))
+    stopped(first)  # every shard written, its commit about to begin
+    tokenize(text_inputs, out, "--num_shards", "2", "--overwrite")
+    code, err = resumed(first)
+    assert code != 0 and "claimed by another run" in err
+    assert listing(out) == listing(tmp_path / "clean")
