@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dew.data import formats
 from tests.preprocess.test_tokenize_job import IN_MEMORY, listing, tokenize
 
 pytestmark = pytest.mark.beam
@@ -49,3 +50,30 @@ def test_a_run_whose_output_another_run_took_over_never_commits(text_inputs: Pat
     code, err = resumed(first)
     assert code != 0 and "claimed by another run" in err
     assert listing(out) == listing(tmp_path / "clean")
+
+
+@pytest.mark.parametrize("at", ["@.dew-job.json", "@meta.json"])  # as it claims, as it decommits
+def test_a_refetch_killed_as_it_reopens_its_output_is_resumed_by_its_rerun(at: str, tmp_path: Path) -> None:
+    """`--refetch_failed` uncommits the directory it rewrites in place; killed as it does, its rerun resumes."""
+    pytest.importorskip("cv2")
+    from tests.preprocess.test_ingest_urls import FETCH, _RecoveringHandler, run, write_url_lists
+    from tests.runtime.online_support import ImageServer
+
+    server = ImageServer()
+    server.RequestHandlerClass = _RecoveringHandler
+    server.recovered = False  # type: ignore[attr-defined]
+    server.start()
+    try:
+        write_url_lists(tmp_path / "in", [(server.url("photo", i), None) for i in range(3)])
+        (tmp_path / "in" / "d.jsonl").write_text(f'{{"url": "{server.base}/flaky/0.jpg", "caption": "x"}}\n')
+        out, flags = tmp_path / "out", ("--rows_per_shard", "4", "--format", "parquet")
+        run(out, tmp_path / "in", *flags)
+        server.recovered = True  # type: ignore[attr-defined]
+        argv = ("--input", str(tmp_path / "in" / "*"), "--output", str(out), *FETCH, *flags, "--refetch_failed")
+        killed = launch(at, "ingest-urls", *argv, signal_name="SIGKILL")
+        assert killed.wait(timeout=300) == -signal.SIGKILL
+        found = run(out, tmp_path / "in", *flags, "--refetch_failed")
+    finally:
+        server.stop()
+    assert found["urls_refetched"] == 1
+    assert formats.read_meta(str(out), kind="images").splits

@@ -118,11 +118,12 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
 def reopen_output(output: str, identity: JobIdentity) -> None:
     """Uncommits a directory this same job committed, for a run that rewrites some of its shards in place.
 
-    meta.json goes first, so no reader sees the shards change under a committed corpus; the claim makes
-    a crash of that run resumable like any other.
+    The claim goes first, so a kill before meta.json is gone leaves a directory its rerun resumes (not
+    shards with neither meta.json nor claim, which every run refuses as files it did not write); meta.json
+    then goes before any shard changes, so no reader sees the shards change under a committed corpus.
     """
-    files.delete([files.join(output, META)])
     _claim(output, identity)
+    files.delete([files.join(output, META)])
 
 
 def _claim(output: str, identity: JobIdentity) -> None:
