@@ -77,3 +77,29 @@ def test_a_refetch_killed_as_it_reopens_its_output_is_resumed_by_its_rerun(at: s
         server.stop()
     assert found["urls_refetched"] == 1
     assert formats.read_meta(str(out), kind="images").splits
+
+
+def test_a_disk_that_fills_during_a_shard_keeps_no_part_of_it(
+    text_inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard write that runs out of space leaves no partial file behind to hold the space its rerun needs."""
+    import errno
+
+    from dew.preprocess import shard_files
+
+    tokenize(text_inputs, tmp_path / "clean", "--num_shards", "2")
+    write_bin = shard_files._WRITERS["bin"]
+
+    def full(path: str, fmt: shard_files.ShardFormat, records: object) -> None:
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setitem(shard_files._WRITERS, "bin", full)
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="No space left on device"):
+        tokenize(text_inputs, out, "--num_shards", "2")
+    assert [p.name for p in (out / ".dew-tmp").iterdir() if ".bin." in p.name] == []
+    monkeypatch.setitem(shard_files._WRITERS, "bin", write_bin)
+    tokenize(text_inputs, out, "--num_shards", "2")
+    assert listing(out) == listing(tmp_path / "clean")

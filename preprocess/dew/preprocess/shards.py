@@ -19,6 +19,7 @@ the run's temporary directory, and the commit joins them into `<split>.pieces.np
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import math
 import os
@@ -144,9 +145,11 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
     """Writes `records` (in any order) in key order to a temporary file of shard `name`.
 
     Locally the file is written inside the output, so committing it is a rename; for gs:// it is written
-    in a local scratch directory and uploaded at commit.
+    in a local scratch directory and uploaded at commit. A write that fails (a full disk) leaves neither,
+    so no retry or rerun finds the space it needs taken by a part of a shard.
     """
     work = tempfile.mkdtemp(prefix="dew-shard-")
+    target = os.path.join(work, name)
     try:
         spill = _Spill(work, fmt)
         for key, record in records:
@@ -154,14 +157,14 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
         if files.is_local(output):
             target = files.temp_name(output, name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-        else:
-            target = os.path.join(work, name)
         write_shard_file(target, fmt, spill.ordered())
         return StagedShard(
             work=work, target=target, lengths=spill.lengths(), checksums=files.checksums_of(target, name=name)
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
         raise
 
 
