@@ -294,6 +294,7 @@ class CleanCorpus(beam.PTransform):
         counts = beam.pvalue.AsSingleton(
             kept | "TotalBytes" >> beam.CombineGlobally(sum) | "ShardCounts" >> beam.Map(self._counts)
         )
+        writer = WriteCleanShard(plan.output, plan.shard_format(), self.identity, self.paths)
         written = (
             (
                 described[RECORDS] | "Route" >> beam.Map(route_record, counts),
@@ -301,10 +302,7 @@ class CleanCorpus(beam.PTransform):
             )
             | "RecordsAndRemovals" >> beam.Flatten()
             | "ByShard" >> GroupByShard(counts)
-            | "WriteShards"
-            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format(), self.paths), counts).with_outputs(
-                TABLES, main="shards"
-            )
+            | "WriteShards" >> beam.ParDo(writer, counts).with_outputs(TABLES, main="shards")
         )
         shards, tables = written.shards, beam.pvalue.AsList(written[TABLES])
         reasons = beam.pvalue.AsList(
