@@ -56,8 +56,8 @@ def install(at: str) -> None:
     FileSystems.delete = staticmethod(one_by_one)  # type: ignore[method-assign]
     FileSystems.rename = staticmethod(_counted(at, FileSystems.rename))  # type: ignore[method-assign]
     FileSystems.create = staticmethod(_counted(at, FileSystems.create))  # type: ignore[method-assign]
-    os.replace = _counted(at, os.replace)  # type: ignore[assignment]
-    shutil.copyfile = _counted(at, shutil.copyfile)  # type: ignore[assignment]
+    os.replace = _counted(at, os.replace)
+    shutil.copyfile = _counted(at, shutil.copyfile)
     shutil.rmtree = _counted(at, shutil.rmtree)  # type: ignore[assignment]
 
 

@@ -30,7 +30,8 @@ def stopped(process: subprocess.Popen[bytes]) -> None:
     """Waits until the process has stopped itself at its point (failing if it ended instead)."""
     _, status = os.waitpid(process.pid, os.WUNTRACED)
     if not os.WIFSTOPPED(status):
-        raise AssertionError(f"the job ended before its point: {process.stderr.read().decode()[-2000:]}")
+        _, err = process.communicate()
+        raise AssertionError(f"the job ended before its point: {err.decode()[-2000:]}")
 
 
 def resumed(process: subprocess.Popen[bytes]) -> tuple[int, str]:
