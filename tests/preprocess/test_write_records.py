@@ -21,12 +21,14 @@ from dew.data.codec import pack_dict_of_byte_arrays, unpack_dict_of_byte_arrays
 from dew.data.pieces import PIECES, offline_pieces
 from dew.data.sections import ImagesSection
 from dew.data.tokens.opening import open_tokens
-from dew.preprocess.commit import commit_corpus, ordered_shards
+from dew.preprocess.commit import JobIdentity, commit_corpus, ordered_shards, prepare_output
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import WriteShards
 
 SECTION = ImagesSection(encoding="png", fields=("image", "caption"))
 COUNTS = {"train": 2, "val": 1}
+# The run that claims each output these tests write.
+CLAIM = JobIdentity(config={"job": "write-records"}, inputs="")
 
 
 def photographs() -> list[bytes]:
@@ -52,14 +54,15 @@ def keyed_records() -> list[tuple[tuple[str, int], tuple[tuple[int, int], bytes]
 
 
 def commit(shards: list, output: str) -> None:
-    commit_corpus(output, formats.Meta(section=SECTION, splits=ordered_shards(shards, COUNTS)), {})
+    commit_corpus(output, formats.Meta(section=SECTION, splits=ordered_shards(shards, COUNTS)), {}, CLAIM)
 
 
 def write(output: str, ext: str, elements: list) -> formats.Meta:
     fmt = ShardFormat(ext=ext, section=SECTION)
+    prepare_output(output, CLAIM, overwrite=False)
     with TestPipeline(runner="BundleBasedDirectRunner") as p:
         counts = beam.pvalue.AsSingleton(p | "Counts" >> beam.Create([COUNTS]))
-        shards = p | beam.Create(elements, reshuffle=False) | WriteShards(output, fmt, counts)
+        shards = p | beam.Create(elements, reshuffle=False) | WriteShards(output, fmt, counts, CLAIM)
         _ = shards | beam.combiners.ToList() | beam.Map(commit, output)
     return formats.read_meta(output, kind="images")
 

@@ -194,7 +194,7 @@ def run_committed(
     try:
         _, found, seconds = run(pipeline, job=str(identity.config.get("job", "job")), phases=phases)
     except Exception as error:
-        if not reopen and _planned_too_many_shards(error):
+        if not reopen and _planned_too_many_shards(error) and commit.holds_claim(output, identity):
             # Refused as the shards were planned, before any was written: the rerun with a larger size
             # is another config, and should not need --overwrite to replace a run that wrote nothing.
             commit.clear_output(output)

@@ -1,12 +1,19 @@
 """The commit protocol of an output directory: claim it, resume it, refuse it, and finally commit it.
 
-A job first claims its output with a marker (`.dew-job.json`) naming its config and inputs. Shards are
-committed one by one under their final names as they finish; meta.json, written last, commits the
-corpus. So a directory is in one of three states, and `prepare_output` decides on the launcher:
+A job first claims its output with a marker (`.dew-job.json`) naming its config, its inputs and the run
+(a token of this launch). Shards are committed one by one under their final names as they finish;
+meta.json, written last, commits the corpus. So a directory is in one of three states, and
+`prepare_output` decides on the launcher:
 - committed by this same job (meta.json with this config and inputs): nothing to do;
 - claimed by this same job but not committed (a crash): resume, skipping the shards already there;
+  the claim passes to the resuming run;
 - anything else holding data (another config, another tool's files): refused unless `overwrite`,
   which decommits first (meta.json goes before anything else), then clears the directory.
+
+The claim is one run's, not one job's: a run whose claim another took (a rerun of the same job, or an
+`--overwrite` run, started while it still ran) changes nothing more there. `check_claim` refuses it
+before each shard, status table and the commit (and before clearing the output), so of two runs on
+one output only the last to claim it commits.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,7 +32,7 @@ from dew.data.formats import BLOCKS_SUFFIX, META, Meta, Shard, parse_shard_name,
 from dew.data.record_index import INDEX_SUFFIX
 from dew.preprocess import files
 from dew.preprocess.constants import REMOVALS_SUFFIX, STATUS_SUFFIX
-from dew.preprocess.job_errors import OutputConflictError
+from dew.preprocess.job_errors import ClaimLostError, OutputConflictError
 from dew.preprocess.piece_lengths import write_piece_indexes
 
 # The job's claim on its output; dew.data.committed reads it to name an uncommitted directory.
@@ -38,6 +46,8 @@ class JobIdentity:
 
     config: Mapping[str, Any]
     inputs: str
+    # This launch's own token, which its claim names (no part of what it writes, nor of equality).
+    run: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -89,7 +99,8 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
             _release(output)
             return True
     elif marker is not None and marker.get("fingerprint") == identity.fingerprint:
-        return False  # our own unfinished run: resume
+        _claim(output, identity)  # our own unfinished run: resume it, the claim now this run's
+        return False
     elif present and not overwrite:
         what = (
             f"a committed corpus with another config or inputs ({_difference(meta, identity)})"
@@ -100,19 +111,53 @@ def prepare_output(output: str, identity: JobIdentity, *, overwrite: bool) -> bo
         )
         raise OutputConflictError(f"{output} holds {what}. Pass --overwrite to replace it, or choose another --output.")
     clear_output(output)
-    reopen_output(output, identity)
+    _claim(output, identity)
     return False
 
 
 def reopen_output(output: str, identity: JobIdentity) -> None:
     """Uncommits a directory this same job committed, for a run that rewrites some of its shards in place.
 
-    meta.json goes first, so no reader sees the shards change under a committed corpus; the claim makes
-    a crash of that run resumable like any other.
+    The claim goes first, so a kill before meta.json is gone leaves a directory its rerun resumes (not
+    shards with neither meta.json nor claim, which every run refuses as files it did not write); meta.json
+    then goes before any shard changes, so no reader sees the shards change under a committed corpus.
     """
+    _claim(output, identity)
     files.delete([files.join(output, META)])
-    claim = {"fingerprint": identity.fingerprint, "config": identity.config, "inputs": identity.inputs}
+
+
+def _claim(output: str, identity: JobIdentity) -> None:
+    claim = {
+        "fingerprint": identity.fingerprint,
+        "config": identity.config,
+        "inputs": identity.inputs,
+        "run": identity.run,
+    }
     files.write_atomic(files.join(output, MARKER), json.dumps(claim, sort_keys=True).encode(), output)
+
+
+def holds_claim(output: str, identity: JobIdentity) -> bool:
+    """Whether `output`'s claim is still this run's."""
+    marker = _read_json(files.join(output, MARKER))
+    return marker is not None and marker.get("run") == identity.run
+
+
+def check_claim(output: str, identity: JobIdentity) -> None:
+    """Refuses to go on writing into `output` once its claim is no longer this run's (ClaimLostError)."""
+    marker = _read_json(files.join(output, MARKER))
+    if marker is not None and marker.get("run") == identity.run:
+        return
+    if marker is None:
+        holder = f"its claim {MARKER} is gone (the directory was cleared or committed by another run)"
+    else:
+        job = (marker.get("config") or {}).get("job", "job")
+        flags = "the same" if marker.get("fingerprint") == identity.fingerprint else "other"
+        holder = f"another run of dew-preprocess {job}, with {flags} flags and inputs, holds its claim {MARKER} now"
+    raise ClaimLostError(
+        f"{output} was claimed by another run after this one began: {holder}. This run stops without "
+        "committing, so the two never mix; the run holding the claim commits the directory. Run one job "
+        "on an output at a time."
+    )
 
 
 def _release(output: str) -> None:
@@ -149,12 +194,17 @@ def write_meta_file(output: str, meta: Meta) -> None:
         files.upload(os.path.join(local, META), files.join(output, META), output, replace=True)
 
 
-def commit_corpus(output: str, meta: Meta, stats: Mapping[str, Any]) -> None:
-    """The last step of a job: drop stale shards, write piece indexes and stats.json, meta.json, release the claim."""
+def commit_corpus(output: str, meta: Meta, stats: Mapping[str, Any], claim: JobIdentity) -> None:
+    """The last step of a job: drop stale shards, write piece indexes and stats.json, meta.json, release the claim.
+
+    Only while `claim` (this run) still holds the output: a run that lost it deletes and commits nothing.
+    """
+    check_claim(output, claim)
     keep = [shard.name for shards in meta.splits.values() for shard in shards]
     remove_stale(output, keep)
     write_piece_indexes(output, meta)
     files.write_atomic(files.join(output, STATS), json.dumps(stats, indent=1, sort_keys=True).encode(), output)
+    check_claim(output, claim)
     write_meta_file(output, meta)
     _release(output)
 

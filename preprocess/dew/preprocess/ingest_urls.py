@@ -55,7 +55,7 @@ class IngestUrls(beam.PTransform):
     def expand(self, sources: beam.PCollection) -> beam.PCollection:
         plan = self.plan
         read = sources | "ReadUrls" >> ReadUrls(plan.images.read)
-        fetch_shards = FetchShard(plan, refetch=self.refetch)
+        fetch_shards = FetchShard(plan, self.identity, refetch=self.refetch)
 
         def write(routed: beam.PCollection, counts: Any) -> beam.PCollection:
             return (

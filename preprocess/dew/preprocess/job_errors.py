@@ -20,3 +20,7 @@ class TooManyShardsError(UserError, ValueError):
 
 class OutputConflictError(UserError, RuntimeError):
     """The output directory holds something this job must not silently mix with or replace."""
+
+
+class ClaimLostError(OutputConflictError):
+    """Another run claimed this run's output while it ran: it stops before changing anything more there."""

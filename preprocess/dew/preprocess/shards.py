@@ -19,6 +19,7 @@ the run's temporary directory, and the commit joins them into `<split>.pieces.np
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import math
 import os
@@ -32,7 +33,8 @@ import numpy as np
 
 from dew.data import formats
 from dew.data.formats import Shard, shard_name
-from dew.preprocess import files, progress
+from dew.preprocess import commit, files, progress
+from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE, TRAIN
 from dew.preprocess.job_errors import TooManyShardsError
 from dew.preprocess.parked import Parked
@@ -143,9 +145,11 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
     """Writes `records` (in any order) in key order to a temporary file of shard `name`.
 
     Locally the file is written inside the output, so committing it is a rename; for gs:// it is written
-    in a local scratch directory and uploaded at commit.
+    in a local scratch directory and uploaded at commit. A write that fails (a full disk) leaves neither,
+    so no retry or rerun finds the space it needs taken by a part of a shard.
     """
     work = tempfile.mkdtemp(prefix="dew-shard-")
+    target = os.path.join(work, name)
     try:
         spill = _Spill(work, fmt)
         for key, record in records:
@@ -153,24 +157,28 @@ def stage_shard(output: str, name: str, fmt: ShardFormat, records: Iterable[tupl
         if files.is_local(output):
             target = files.temp_name(output, name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-        else:
-            target = os.path.join(work, name)
         write_shard_file(target, fmt, spill.ordered())
         return StagedShard(
             work=work, target=target, lengths=spill.lengths(), checksums=files.checksums_of(target, name=name)
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
         raise
 
 
-def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, *, replace: bool = False) -> Shard:
+def commit_shard(
+    staged: StagedShard, output: str, name: str, fmt: ShardFormat, *, claim: JobIdentity, replace: bool = False
+) -> Shard:
     """Commits a staged shard under its final name and parks its piece lengths; the Shard meta.json records.
 
-    `replace` is for a shard rewritten on purpose; otherwise an earlier attempt's file stays (same bytes).
+    Only while `claim` (this run) holds the output. `replace` is for a shard rewritten on purpose;
+    otherwise an earlier attempt's file stays (same bytes).
     """
     final = files.join(output, name)
     try:
+        commit.check_claim(output, claim)
         staged.checksums.write_blocks(final, output)
         if files.is_local(output):
             files.commit(staged.target, final, replace=replace)
@@ -183,9 +191,10 @@ def commit_shard(staged: StagedShard, output: str, name: str, fmt: ShardFormat, 
 
 
 class _WriteShard(beam.DoFn):
-    def __init__(self, output: str, fmt: ShardFormat) -> None:
+    def __init__(self, output: str, fmt: ShardFormat, claim: JobIdentity) -> None:
         self.output = output
         self.fmt = fmt
+        self.claim = claim
 
     def setup(self) -> None:
         self.written = beam.metrics.Metrics.counter(NAMESPACE, "shards_written")
@@ -220,7 +229,8 @@ class _WriteShard(beam.DoFn):
             shard = checksums.shard(name, record_count=len(lengths), units=int(lengths.sum()))
             self.skipped.inc()
         else:
-            shard = commit_shard(stage_shard(self.output, name, self.fmt, records), self.output, name, self.fmt)
+            staged = stage_shard(self.output, name, self.fmt, records)
+            shard = commit_shard(staged, self.output, name, self.fmt, claim=self.claim)
             self.written.inc()
         self.records.inc(shard.records)
         yield split, shard
@@ -257,20 +267,29 @@ class WriteShards(beam.PTransform):
     """((split, j), (key, record bytes)) + the shards to write → (split, Shard) for every shard of every split.
 
     `counts` is a singleton side input mapping each split to its shard count: every shard it names is
-    written, empty ones included, so a split always has its full `-of-N` set.
+    written, empty ones included, so a split always has its full `-of-N` set. `claim` is the run's
+    identity: a shard is committed only while it holds the output.
     """
 
-    def __init__(self, output: str, fmt: ShardFormat, counts: beam.pvalue.AsSingleton, label: str | None = None):
+    def __init__(
+        self,
+        output: str,
+        fmt: ShardFormat,
+        counts: beam.pvalue.AsSingleton,
+        claim: JobIdentity,
+        label: str | None = None,
+    ):
         super().__init__(label)
         self.output = output
         self.fmt = fmt
         self.counts = counts
+        self.claim = claim
 
     def expand(self, pieces: beam.PCollection) -> beam.PCollection:
         return (
             pieces
             | "Group" >> GroupByShard(self.counts)
-            | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt), self.counts)
+            | "Write" >> beam.ParDo(_WriteShard(self.output, self.fmt, self.claim), self.counts)
         )
 
 

@@ -219,7 +219,8 @@ class TokenizeCaptions(beam.PTransform):
             | "SpreadRanges" >> beam.Reshuffle()
             | "Tokenize"
             >> beam.ParDo(_TokenizeRange(self.plan, self.source.section_as(ImagesSection).fields, shards_by_name))
-            | "WriteShards" >> WriteShards(self.plan.output, ShardFormat(ext=ext, section=section), shard_counts)
+            | "WriteShards"
+            >> WriteShards(self.plan.output, ShardFormat(ext=ext, section=section), shard_counts, self.identity)
         )
         return (
             shards

@@ -181,7 +181,7 @@ class TokenizeCorpus(beam.PTransform):
         shards = (
             batches
             | "Route" >> beam.FlatMap(_route, routes, fmt.dtype)
-            | "WriteShards" >> WriteShards(plan.output, fmt, counts)
+            | "WriteShards" >> WriteShards(plan.output, fmt, counts, self.identity)
         )
         tallies = beam.pvalue.AsSingleton(
             read[STATS_TAG]
@@ -199,7 +199,7 @@ class TokenizeCorpus(beam.PTransform):
         else:
             packed = beam.pvalue.AsList(meta | "Pack" >> PackCorpus(plan.output, plan.windows))
         names = beam.pvalue.AsDict(paths)
-        return meta | "Commit" >> beam.Map(_commit, plan, corpus, tallies, packed, names)
+        return meta | "Commit" >> beam.Map(_commit, plan, self.identity, corpus, tallies, packed, names)
 
 
 def _route(
@@ -243,5 +243,5 @@ def _finish(
     return stats
 
 
-def _commit(meta: Meta, plan: CorpusPlan, *side: Any) -> Meta:
-    return commit_checked(plan.output, meta, _finish, plan, *side)
+def _commit(meta: Meta, plan: CorpusPlan, identity: JobIdentity, *side: Any) -> Meta:
+    return commit_checked(plan.output, meta, _finish, plan, *side, claim=identity)

@@ -23,7 +23,8 @@ from dew.data.codec import pack_dict_of_byte_arrays
 from dew.data.extras import require
 from dew.data.formats import shard_name
 from dew.data.images import fetch, pixels
-from dew.preprocess import files, progress, url_status
+from dew.preprocess import commit, files, progress, url_status
+from dew.preprocess.commit import JobIdentity
 from dew.preprocess.constants import NAMESPACE
 from dew.preprocess.ingest_plan import IngestPlan
 from dew.preprocess.piece_lengths import park_lengths
@@ -63,8 +64,9 @@ class FetchShard(beam.DoFn):
     refetch: a committed shard whose table lists rows worth asking again is rewritten with them fetched anew.
     """
 
-    def __init__(self, plan: IngestPlan, *, refetch: bool) -> None:
+    def __init__(self, plan: IngestPlan, claim: JobIdentity, *, refetch: bool) -> None:
         self.plan = plan
+        self.claim = claim  # the run's identity: a table or shard is committed only while it holds the output
         self.refetch = refetch
         self.fmt = ShardFormat(ext=plan.images.ext, section=plan.images.section())
 
@@ -119,8 +121,9 @@ class FetchShard(beam.DoFn):
             lengths=tuple(outcomes[key][2] for key in keys),
             shard_sha256=staged.checksums.sha256,
         )
+        commit.check_claim(output, self.claim)
         url_status.write_status(output, name, status, keep_previous=committed is not None)
-        shard = commit_shard(staged, output, name, self.fmt, replace=files.exists(final))
+        shard = commit_shard(staged, output, name, self.fmt, claim=self.claim, replace=files.exists(final))
         self.counters["shards_refetched" if committed is not None else "shards_written"].inc()
         self.progress.add(len(rows) - (self.progress.done - counted))  # the rows kept as they were, if any
         self.progress.publish()

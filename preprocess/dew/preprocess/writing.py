@@ -93,17 +93,18 @@ def build_meta(
     )
 
 
-def commit_checked(output: str, meta: Meta, finish: Finish, *side: Any) -> Meta:
-    """Commits `meta` with the stats `finish(meta, *side)` makes; a TooManyDropsError from it clears the
-    output instead, since the same inputs and config would fail the same way: nothing is worth resuming,
-    and the rerun with corrected flags needs no --overwrite."""
+def commit_checked(output: str, meta: Meta, finish: Finish, *side: Any, claim: JobIdentity) -> Meta:
+    """Commits `meta` with the stats `finish(meta, *side)` makes, while `claim` (this run) holds the output;
+    a TooManyDropsError from it clears the output instead, since the same inputs and config would fail
+    the same way: nothing is worth resuming, and the rerun with corrected flags needs no --overwrite."""
     progress.announce_total(COMMIT, 1)
     try:
         stats = finish(meta, *side)
     except TooManyDropsError:
-        commit.clear_output(output)
+        if commit.holds_claim(output, claim):  # another run's output is not this one's to clear
+            commit.clear_output(output)
         raise
-    commit.commit_corpus(output, meta, stats)
+    commit.commit_corpus(output, meta, stats, claim)
     progress.Tally(COMMIT).add()
     return meta
 
@@ -146,7 +147,7 @@ class WriteDrawn(beam.PTransform):
         )
         routed = records | "Route" >> beam.Map(_route, val_fraction, counts)
         if self.write is None:
-            shards = routed | "WriteShards" >> WriteShards(self.output, self.fmt, counts)
+            shards = routed | "WriteShards" >> WriteShards(self.output, self.fmt, counts, self.identity)
         else:
             shards = self.write(routed, counts)
         return (
@@ -184,7 +185,7 @@ def commit_shards(
     *side: Any,
 ) -> Meta:
     """The Commit step: every written (split, Shard) of the planned counts → the committed Meta."""
-    return commit_checked(output, build_meta(shards, section, counts, identity), finish, *side)
+    return commit_checked(output, build_meta(shards, section, counts, identity), finish, *side, claim=identity)
 
 
 class ParkedPlan(Protocol):

@@ -294,6 +294,7 @@ class CleanCorpus(beam.PTransform):
         counts = beam.pvalue.AsSingleton(
             kept | "TotalBytes" >> beam.CombineGlobally(sum) | "ShardCounts" >> beam.Map(self._counts)
         )
+        writer = WriteCleanShard(plan.output, plan.shard_format(), self.identity, self.paths)
         written = (
             (
                 described[RECORDS] | "Route" >> beam.Map(route_record, counts),
@@ -301,10 +302,7 @@ class CleanCorpus(beam.PTransform):
             )
             | "RecordsAndRemovals" >> beam.Flatten()
             | "ByShard" >> GroupByShard(counts)
-            | "WriteShards"
-            >> beam.ParDo(WriteCleanShard(plan.output, plan.shard_format(), self.paths), counts).with_outputs(
-                TABLES, main="shards"
-            )
+            | "WriteShards" >> beam.ParDo(writer, counts).with_outputs(TABLES, main="shards")
         )
         shards, tables = written.shards, beam.pvalue.AsList(written[TABLES])
         reasons = beam.pvalue.AsList(
@@ -381,7 +379,7 @@ def _commit(
     *side: Any,
 ) -> Meta:
     meta = build_meta(shards, plan.section(), counts, identity)
-    return commit_checked(plan.output, meta, _finish, plan, *side)
+    return commit_checked(plan.output, meta, _finish, plan, *side, claim=identity)
 
 
 def _finish(

@@ -21,9 +21,10 @@ import apache_beam as beam
 
 from dew.data.formats import shard_name
 from dew.data.sections import document_shard
-from dew.preprocess import files
+from dew.preprocess import commit, files
 from dew.preprocess.cleaning.plan import record
 from dew.preprocess.cleaning.removals import Removal, removals_name, table_bytes
+from dew.preprocess.commit import JobIdentity
 from dew.preprocess.shard_files import ShardFormat
 from dew.preprocess.shards import _WriteShard
 
@@ -54,14 +55,15 @@ class WriteCleanShard(_WriteShard):
     TABLES: the removal table beside shard j, then shard j of the records not removed, each record packed
     here from its id, text, file index (into `paths`) and row."""
 
-    def __init__(self, output: str, fmt: ShardFormat, paths: Sequence[str]) -> None:
-        super().__init__(output, fmt)
+    def __init__(self, output: str, fmt: ShardFormat, claim: JobIdentity, paths: Sequence[str]) -> None:
+        super().__init__(output, fmt, claim)
         self.paths = list(paths)
 
     def process(self, element: tuple[tuple[str, int], Iterable[Any]], counts: Mapping[str, int]) -> Iterator[Any]:
         (split, index), values = element
         rows = [value for value in values if isinstance(value, tuple)]
         name = removals_name(shard_name(split, index, counts[split], "parquet"))
+        commit.check_claim(self.output, self.claim)  # a run that lost its claim writes nothing more there
         files.write_atomic(files.join(self.output, name), table_bytes(rows), self.output)
         yield beam.pvalue.TaggedOutput(TABLES, (name, len(rows)))
         removed = {row[0] for row in rows}
