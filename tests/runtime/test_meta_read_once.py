@@ -20,7 +20,8 @@ SERIAL = Loading(workers=0)
 
 
 def token_corpus(directory: str) -> str:
-    docs = tokens.documents(60, longest=30)
+    # Each directory its own documents: a mixture refuses two corpora that hold the same windows.
+    docs = tokens.documents(60, longest=30, seed=ord(os.path.basename(directory)[0]))
     return tokens.write_corpus(directory, {"train": docs, "val": tokens.documents(12)}, shards=2, block_bytes=256)
 
 

@@ -4,8 +4,7 @@ Which corpus global record k comes from is a function of k alone: the weights be
 proportions, one period of sum(weights) records is laid out once by Balinski and Young's quota method
 (see _layout), and record k is period k // P, slot k % P. So a mixture's position is one global record
 count, restoring record 10**9 is arithmetic, and every prefix of the order holds each corpus's share
-to strictly within one record. Nothing here is token-specific:
-any indexable source mixes.
+to strictly within one record. Nothing here is token-specific: any indexable source mixes.
 """
 
 from __future__ import annotations
@@ -28,9 +27,7 @@ from dew.data.records import Records, describe_source, read_batch
 if TYPE_CHECKING:
     import grain
 
-# Weights reach integers at a hundredth of the smallest one, as grain's mix scales them.
-_PRECISION = 100
-_MAX_PERIOD = 1 << 20
+_PRECISION, _MAX_PERIOD = 100, 1 << 20  # weights are integers to a hundredth of the smallest, as grain's mix
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -71,11 +68,8 @@ def integer_weights(weights: Sequence[float]) -> tuple[int, ...]:
     """The weights as the smallest integers in the same proportions, to a hundredth of the smallest."""
     smallest = min(weights)
     ratios = [w / smallest for w in weights]  # inf for a weight past 1e308 times the smallest
-    if not all(r <= _MAX_PERIOD for r in ratios):  # the period would hold more than _MAX_PERIOD records
-        raise ValueError(
-            f"mixture weights {tuple(weights)} are more than {_MAX_PERIOD} apart, which needs a period of more "
-            f"than {_MAX_PERIOD} records; use weights closer together"
-        )
+    if not all(r <= _MAX_PERIOD for r in ratios):  # a period would hold more than _MAX_PERIOD records
+        raise ValueError(f"mixture weights {tuple(weights)} are more than {_MAX_PERIOD} apart; use closer ones")
     scaled = [max(1, round(_PRECISION * r)) for r in ratios]
     common = math.gcd(*scaled)
     return tuple(s // common for s in scaled)
